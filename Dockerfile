@@ -1,0 +1,72 @@
+# mt-server image: a builder stage makes a virtual environment, a slim runtime stage runs it as non-root.
+#
+#   CPU (default):  docker build -t mt-server:cpu .
+#   CUDA:           docker build -t mt-server:cuda \
+#                     --build-arg TORCH_INDEX_URL=https://download.pytorch.org/whl/cu130 .
+#
+# The CUDA build of torch brings its CUDA libraries as wheels, so the same slim base serves both; the
+# host needs only the NVIDIA driver and the NVIDIA Container Toolkit. torch's version comes from
+# constraints.txt either way. See docs/deployment.md.
+
+ARG PYTHON_IMAGE=python:3.11-slim-bookworm
+
+FROM ${PYTHON_IMAGE} AS builder
+# Index that serves torch: the CPU wheels by default, a CUDA index (cu130, ...) for the GPU image.
+ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu
+ENV PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PYTHONDONTWRITEBYTECODE=1
+RUN python -m venv /opt/venv
+ENV PATH=/opt/venv/bin:$PATH
+WORKDIR /src
+
+# torch first, in its own layer: it is the largest and changes least. constraints.txt pins its version.
+COPY constraints.txt ./
+RUN pip install --no-cache-dir --index-url "${TORCH_INDEX_URL}" --extra-index-url https://pypi.org/simple \
+        -c constraints.txt torch
+
+# The project itself, runtime dependencies only (no test extras).
+COPY pyproject.toml README.md ./
+COPY app ./app
+COPY model ./model
+RUN pip install --no-cache-dir -c constraints.txt .
+
+# The built-in model must sit inside the installed `model` package, where the server looks for it when no
+# --model is given. Copy it there whether or not the package data already carried it, then check.
+RUN pkg="$(python -c 'import model, os; print(os.path.dirname(model.__file__))')" \
+    && mkdir -p "${pkg}/builtin" \
+    && cp -a model/builtin/. "${pkg}/builtin/" \
+    && test -f "${pkg}/builtin/en-es/config.json"
+
+
+FROM ${PYTHON_IMAGE} AS runtime
+ARG UID=10001
+ENV PATH=/opt/venv/bin:$PATH \
+    PYTHONUNBUFFERED=1 \
+    PYTHONDONTWRITEBYTECODE=1 \
+    HOME=/home/mt \
+    XDG_CACHE_HOME=/tmp/.cache \
+    MT_HEALTHCHECK_URL=http://127.0.0.1:8000/health/ready
+
+# A fixed numeric uid/gid so Kubernetes can check runAsNonRoot; /models is where user models are mounted
+# (read-only is enough). No VOLUME instruction: an unmounted /models should not leave anonymous volumes.
+RUN groupadd --system --gid "${UID}" mt \
+    && useradd --system --uid "${UID}" --gid mt --home-dir /home/mt --create-home --shell /usr/sbin/nologin mt \
+    && mkdir -p /models \
+    && chown mt:mt /models
+
+COPY --from=builder /opt/venv /opt/venv
+COPY deploy/docker/healthcheck.py /usr/local/bin/mt-healthcheck
+
+WORKDIR /home/mt
+USER ${UID}:${UID}
+EXPOSE 8000
+
+# The server drains on SIGTERM (readiness turns 503, in-flight requests finish within MT_DRAIN_SECONDS).
+# Exec form: python itself is PID 1 (no shell in between), so the signal reaches the server.
+STOPSIGNAL SIGTERM
+HEALTHCHECK --interval=10s --timeout=5s --start-period=120s --retries=3 \
+    CMD ["python", "/usr/local/bin/mt-healthcheck"]
+
+ENTRYPOINT ["python", "-m", "app"]
+CMD ["--host", "0.0.0.0", "--port", "8000"]

@@ -1,0 +1,32 @@
+# The README's two commands: `make serve` and `make test`. Both set everything up first.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+PORT ?= 8000
+STAMP := $(VENV)/.installed
+
+.PHONY: setup serve test lint bench clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml constraints.txt
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -c constraints.txt -e '.[test]'
+	touch $(STAMP)
+
+serve: setup
+	$(BIN)/python -m app --host 0.0.0.0 --port $(PORT)
+
+test: setup
+	$(BIN)/ruff check app model tests bench training
+	$(BIN)/python -m pytest -q
+
+lint: setup
+	$(BIN)/ruff check app model tests bench training
+
+bench: setup
+	$(BIN)/python -m bench.model_speed
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -1,0 +1,99 @@
+"""Building blocks: sinusoidal positions, multi-head attention, feed-forward, residual sublayers."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+ACT = {"relu": nn.ReLU, "gelu": nn.GELU, "swish": nn.SiLU}
+
+
+def sinusoidal_table(n_positions: int, dim: int, layout: str = "interleaved") -> Tensor:
+    """PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(...); "halves" puts all sines first."""
+    pos = torch.arange(n_positions, dtype=torch.float64)[:, None]  # (P, 1)
+    freq = torch.pow(10000.0, -torch.arange(0, dim, 2, dtype=torch.float64) / dim)  # (d/2,)
+    angles = pos * freq  # (P, d/2)
+    if layout == "halves":
+        table = torch.cat([angles.sin(), angles.cos()], dim=1)
+    else:
+        table = torch.stack([angles.sin(), angles.cos()], dim=2).reshape(n_positions, -1)
+    return table[:, :dim].float()  # (P, d)
+
+
+def attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    """Reference softmax(QK^T / sqrt(d)) V with weights; mask is boolean, True = may attend."""
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (B, H, Tq, Tk)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = scores.softmax(dim=-1)
+    return weights @ v, weights
+
+
+def causal_mask(t: int, device: torch.device | None = None) -> Tensor:
+    """(t, t) boolean mask, True on and below the diagonal."""
+    return torch.ones(t, t, dtype=torch.bool, device=device).tril()
+
+
+class MultiHeadAttention(nn.Module):
+    """Multi-head attention with separate Q/K/V projections so K/V can be projected once and cached."""
+
+    def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0):
+        super().__init__()
+        self.n_heads = n_heads
+        self.dropout = dropout
+        self.q_proj = nn.Linear(d_model, d_model)
+        self.k_proj = nn.Linear(d_model, d_model)
+        self.v_proj = nn.Linear(d_model, d_model)
+        self.out_proj = nn.Linear(d_model, d_model)
+
+    def split(self, x: Tensor) -> Tensor:
+        """(B, T, d_model) -> (B, H, T, D)."""
+        b, t, _ = x.shape
+        return x.view(b, t, self.n_heads, -1).transpose(1, 2)
+
+    def project_kv(self, x: Tensor) -> tuple[Tensor, Tensor]:
+        """Keys and values of `x`, each (B, H, T, D)."""
+        return self.split(self.k_proj(x)), self.split(self.v_proj(x))
+
+    def forward(self, x: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
+        """Queries from x (B, Tq, d_model) over k/v (B, H, Tk, D); mask broadcasts to (B, H, Tq, Tk)."""
+        q = self.split(self.q_proj(x))  # (B, H, Tq, D)
+        p = self.dropout if self.training else 0.0
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)  # (B, H, Tq, D)
+        b, _, t, _ = out.shape
+        return self.out_proj(out.transpose(1, 2).reshape(b, t, -1))
+
+
+class FeedForward(nn.Module):
+    """Position-wise Linear -> activation -> Linear."""
+
+    def __init__(self, d_model: int, d_ff: int, activation: str, dropout: float = 0.0):
+        super().__init__()
+        self.fc1 = nn.Linear(d_model, d_ff)
+        self.act = ACT[activation]()
+        self.drop = nn.Dropout(dropout)
+        self.fc2 = nn.Linear(d_ff, d_model)
+
+    def forward(self, x: Tensor) -> Tensor:
+        """(B, T, d_model) -> (B, T, d_model)."""
+        return self.fc2(self.drop(self.act(self.fc1(x))))
+
+
+class Residual(nn.Module):
+    """x + f(x) with LayerNorm before f (pre-LN) or after the sum (post-LN)."""
+
+    def __init__(self, d_model: int, pre_norm: bool, eps: float, dropout: float):
+        super().__init__()
+        self.norm = nn.LayerNorm(d_model, eps=eps)
+        self.pre_norm = pre_norm
+        self.drop = nn.Dropout(dropout)
+
+    def forward(self, x: Tensor, f: Callable[[Tensor], Tensor]) -> Tensor:
+        """Apply the sublayer `f` with its residual connection and norm."""
+        if self.pre_norm:
+            return x + self.drop(f(self.norm(x)))
+        return self.norm(x + self.drop(f(x)))

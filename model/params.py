@@ -1,0 +1,45 @@
+"""Per-request decoding parameters."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class DecodeParams:
+    """How one request is decoded; each row of a batch carries its own."""
+
+    beam_size: int = 1
+    num_hypotheses: int = 1
+    max_new_tokens: int = 256
+    min_new_tokens: int = 0
+    length_penalty: float = 1.0
+    repetition_penalty: float = 1.0
+    no_repeat_ngram_size: int = 0
+    sampling: bool = False
+    temperature: float = 1.0
+    top_k: int = 0
+    top_p: float = 1.0
+    seed: int | None = None
+
+    def __post_init__(self) -> None:
+        checks = [
+            (self.beam_size >= 1, "beam_size must be >= 1"),
+            (1 <= self.num_hypotheses <= self.beam_size, "num_hypotheses must be in [1, beam_size]"),
+            (self.max_new_tokens >= 1, "max_new_tokens must be >= 1"),
+            (0 <= self.min_new_tokens <= self.max_new_tokens, "min_new_tokens must be in [0, max_new_tokens]"),
+            (self.repetition_penalty > 0, "repetition_penalty must be > 0"),
+            (self.no_repeat_ngram_size >= 0, "no_repeat_ngram_size must be >= 0"),
+            (self.temperature > 0, "temperature must be > 0"),
+            (self.top_k >= 0, "top_k must be >= 0"),
+            (0 < self.top_p <= 1, "top_p must be in (0, 1]"),
+            (not (self.sampling and self.beam_size > 1), "sampling works with beam_size 1"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise ValueError(message)
+
+    @property
+    def width(self) -> int:
+        """Rows this request occupies in a decode batch."""
+        return self.beam_size

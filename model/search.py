@@ -1,0 +1,132 @@
+"""Per-request search state: one row for greedy/sampling, a group of beams for beam search."""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor
+
+from model.params import DecodeParams
+from model.processors import sample
+
+DEAD = -1.0e9
+
+
+@dataclass(frozen=True)
+class Request:
+    """What the model needs for one translation: source token ids and parameters."""
+
+    id: Hashable
+    src: list[int]
+    params: DecodeParams = DecodeParams()
+
+
+@dataclass(frozen=True)
+class Hypothesis:
+    """One finished output: generated ids (EOS excluded) and its length-normalised log-probability."""
+
+    tokens: list[int]
+    score: float
+    finish_reason: str  # "eos" | "length"
+
+
+@dataclass
+class StepOutput:
+    """What one decode step produced for one request."""
+
+    id: Hashable
+    token: int | None = None  # the new token (greedy/sampling only: beams stream nothing)
+    hypotheses: list[Hypothesis] | None = None  # set once the request is finished
+
+    @property
+    def finished(self) -> bool:
+        """True when this is the request's last step."""
+        return self.hypotheses is not None
+
+
+@dataclass
+class Group:
+    """A request's live rows in the decode batch and what it has produced so far."""
+
+    request: Request
+    eos_id: int
+    start_id: int
+    generator: torch.Generator | None = None
+    beams: list[list[int]] = field(default_factory=lambda: [[]])  # generated ids per live row
+    scores: list[float] = field(default_factory=lambda: [0.0])  # cumulative log-prob per live row
+    finished: list[Hypothesis] = field(default_factory=list)
+    steps: int = 0
+    can_improve: bool = True
+
+    @property
+    def params(self) -> DecodeParams:
+        """The request's decoding parameters."""
+        return self.request.params
+
+    @property
+    def width(self) -> int:
+        """Live rows."""
+        return len(self.beams)
+
+    def histories(self) -> list[list[int]]:
+        """Decoder inputs per row (start token included), as penalties see them."""
+        return [[self.start_id, *b] for b in self.beams]
+
+    def advance(self, scores: Tensor, logprobs: Tensor, first_row: int, choice: list[int]) -> list[int]:
+        """Choose this step's tokens; return parent rows (global) of the rows that go on."""
+        if self.params.beam_size == 1:
+            return self._advance_single(scores, logprobs, first_row, choice)
+        return self._advance_beams(scores, first_row)
+
+    def _advance_single(self, scores: Tensor, logprobs: Tensor, row: int, choice: list[int]) -> list[int]:
+        """Greedy or sampled next token for a one-row request."""
+        token = sample(scores[row], self.params, self.generator) if self.params.sampling else choice[row]
+        self.steps += 1
+        self.scores[0] += float(logprobs[row, token])
+        if token == self.eos_id or self.steps >= self.params.max_new_tokens:
+            reason = "eos" if token == self.eos_id else "length"
+            tokens = self.beams[0] + ([] if token == self.eos_id else [token])
+            self.finished = [Hypothesis(tokens, self._normalise(self.scores[0], self.steps), reason)]
+            self.beams = []
+            return []
+        self.beams[0] = self.beams[0] + [token]
+        return [row]
+
+    def _normalise(self, score: float, length: int) -> float:
+        """Length penalty as transformers applies it: score / length ** length_penalty."""
+        return score / (length**self.params.length_penalty)
+
+    def _advance_beams(self, scores: Tensor, first_row: int) -> list[int]:
+        """One beam-search step with transformers' semantics (2·B candidates, top-B finish, heuristic stop)."""
+        p, width = self.params, self.width
+        block = scores[first_row : first_row + width] + torch.tensor(self.scores, device=scores.device)[:, None]
+        vocab = block.shape[1]
+        top_scores, top_idx = torch.topk(block.reshape(-1), min(2 * p.beam_size, block.numel()))
+        length = self.steps + 1
+        beams, running, parents = [], [], []
+        for rank, (score, idx) in enumerate(zip(top_scores.tolist(), top_idx.tolist(), strict=True)):
+            parent, token = divmod(idx, vocab)
+            if token == self.eos_id or length >= p.max_new_tokens:
+                if rank < p.beam_size and self.can_improve and score > DEAD / 2:
+                    tokens = self.beams[parent] + ([] if token == self.eos_id else [token])
+                    reason = "eos" if token == self.eos_id else "length"
+                    self.finished.append(Hypothesis(tokens, self._normalise(score, length), reason))
+            elif len(beams) < p.beam_size:
+                beams.append(self.beams[parent] + [token])
+                running.append(score)
+                parents.append(first_row + parent)
+        self.finished = sorted(self.finished, key=lambda h: -h.score)[: p.beam_size]
+        self.steps, self.beams, self.scores = length, beams, running
+        if len(self.finished) == p.beam_size and running:
+            best_possible = running[0] / (self.steps**p.length_penalty)
+            self.can_improve = best_possible > self.finished[-1].score
+        if not running or not self.can_improve:
+            self.beams, self.scores = [], []
+            return []
+        return parents
+
+    def result(self) -> list[Hypothesis]:
+        """The n best finished hypotheses, best first."""
+        return sorted(self.finished, key=lambda h: -h.score)[: self.params.num_hypotheses]

@@ -1,0 +1,90 @@
+"""SentencePiece tokenization (shared or separate source/target models) and incremental detokenization."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import sentencepiece as spm
+
+SPIECE_UNDERLINE = "\u2581"
+
+
+class Tokenizer:
+    """Text <-> token ids. With `vocab` (Marian's vocab.json), pieces map to ids through it."""
+
+    def __init__(
+        self,
+        source: spm.SentencePieceProcessor,
+        target: spm.SentencePieceProcessor,
+        eos_id: int,
+        pad_id: int,
+        unk_id: int,
+        vocab: dict[str, int] | None = None,
+    ):
+        self.source, self.target, self.vocab = source, target, vocab
+        self.eos_id, self.pad_id, self.unk_id = eos_id, pad_id, unk_id
+        self.specials = {eos_id, pad_id, unk_id}
+        self.pieces = {i: p for p, i in vocab.items()} if vocab else None
+
+    @classmethod
+    def from_files(cls, source: Path, target: Path | None = None, vocab: Path | None = None, **ids: int) -> Tokenizer:
+        """Load SentencePiece model(s) and, for Marian, the shared vocab.json."""
+        src = spm.SentencePieceProcessor(model_file=str(source))
+        tgt = spm.SentencePieceProcessor(model_file=str(target)) if target else src
+        mapping = json.loads(Path(vocab).read_text(encoding="utf-8")) if vocab else None
+        if mapping is not None:
+            ids.setdefault("eos_id", mapping["</s>"])
+            ids.setdefault("unk_id", mapping["<unk>"])
+            ids.setdefault("pad_id", mapping["<pad>"])
+        return cls(src, tgt, vocab=mapping, **ids)
+
+    def encode(self, text: str) -> list[int]:
+        """Source ids with EOS appended; a leading `>>xx<<` target-language code stays one token (Marian)."""
+        if self.vocab is None:
+            return self.source.encode(text) + [self.eos_id]
+        code = []
+        if text.startswith(">>") and (end := text.find("<<")) != -1:
+            code, text = [text[: end + 2]], text[end + 2 :]
+        pieces = code + self.source.encode(text, out_type=str)
+        return [self.vocab.get(p, self.unk_id) for p in pieces] + [self.eos_id]
+
+    def decode(self, ids: list[int]) -> str:
+        """Target ids to text, special tokens dropped."""
+        ids = [i for i in ids if i not in self.specials]
+        if self.pieces is None:
+            return self.target.decode(ids)
+        text = self.target.decode_pieces([self.pieces.get(i, "") for i in ids])
+        return text.replace(SPIECE_UNDERLINE, " ").strip()
+
+    def detokenizer(self) -> IncrementalDetokenizer:
+        """A fresh streaming detokenizer for one output."""
+        return IncrementalDetokenizer(self)
+
+
+class IncrementalDetokenizer:
+    """Turns a growing id sequence into clean text deltas: no broken characters, no lost spaces."""
+
+    def __init__(self, tokenizer: Tokenizer):
+        self.tokenizer = tokenizer
+        self.ids: list[int] = []
+        self.text = ""
+
+    def push(self, token_id: int) -> str:
+        """Add one id; return the new text it completes (possibly empty while a character is incomplete)."""
+        self.ids.append(token_id)
+        return self._delta(final=False)
+
+    def flush(self) -> str:
+        """Whatever is still held back once the output is finished."""
+        return self._delta(final=True)
+
+    def _delta(self, final: bool) -> str:
+        """New text since the last delta, held back while it ends in a replacement character."""
+        text = self.tokenizer.decode(self.ids)
+        if not final and (text.endswith("\ufffd") or not text.startswith(self.text)):
+            return ""
+        if not text.startswith(self.text):
+            return ""
+        delta, self.text = text[len(self.text) :], text
+        return delta

@@ -1,0 +1,135 @@
+"""The encoder-decoder Transformer: encode once, then decode step by step over an explicit cache."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor, nn
+
+from model.cache import DecoderCache
+from model.config import ModelConfig
+from model.layers import FeedForward, MultiHeadAttention, Residual, causal_mask, sinusoidal_table
+
+
+class EncoderLayer(nn.Module):
+    """Self-attention and feed-forward, each in a residual sublayer."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.self_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.dropout)
+        self.ffn = FeedForward(cfg.d_model, cfg.d_ff, cfg.activation, cfg.dropout)
+        self.attn_block = Residual(cfg.d_model, cfg.pre_norm, cfg.layer_norm_eps, cfg.dropout)
+        self.ffn_block = Residual(cfg.d_model, cfg.pre_norm, cfg.layer_norm_eps, cfg.dropout)
+
+    def forward(self, x: Tensor, mask: Tensor) -> Tensor:
+        """x (B, S, d_model), mask (B, 1, 1, S)."""
+        x = self.attn_block(x, lambda h: self.self_attn(h, *self.self_attn.project_kv(h), mask))
+        return self.ffn_block(x, self.ffn)
+
+
+class DecoderLayer(nn.Module):
+    """Masked self-attention, cross-attention over the encoder memory, feed-forward."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.self_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.dropout)
+        self.cross_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.dropout)
+        self.ffn = FeedForward(cfg.d_model, cfg.d_ff, cfg.activation, cfg.dropout)
+        blocks = [Residual(cfg.d_model, cfg.pre_norm, cfg.layer_norm_eps, cfg.dropout) for _ in range(3)]
+        self.self_block, self.cross_block, self.ffn_block = blocks
+
+    def forward(self, x: Tensor, self_mask: Tensor, cross_kv: tuple[Tensor, Tensor], src_mask: Tensor) -> Tensor:
+        """Teacher-forced: x (B, T, d_model), self_mask (1, 1, T, T), src_mask (B, 1, 1, S)."""
+        x = self.self_block(x, lambda h: self.self_attn(h, *self.self_attn.project_kv(h), self_mask))
+        x = self.cross_block(x, lambda h: self.cross_attn(h, *cross_kv, src_mask))
+        return self.ffn_block(x, self.ffn)
+
+    def step(self, x: Tensor, cache: DecoderCache, layer: int) -> Tensor:
+        """One new position per row: x (N, 1, d_model); writes this layer's K/V into the cache."""
+
+        def self_attend(h: Tensor) -> Tensor:
+            k, v = self.self_attn.project_kv(h)  # (N, H, 1, D)
+            keys, values = cache.write(layer, k[:, :, 0], v[:, :, 0])  # (N, H, t, D)
+            return self.self_attn(h, keys, values, cache.self_mask())
+
+        src_mask = cache.src_mask[:, None, None, :]  # (N, 1, 1, S)
+        x = self.self_block(x, self_attend)
+        x = self.cross_block(x, lambda h: self.cross_attn(h, cache.cross_k[layer], cache.cross_v[layer], src_mask))
+        return self.ffn_block(x, self.ffn)
+
+
+class Seq2SeqTransformer(nn.Module):
+    """Encoder-decoder Transformer; the model knows token ids only, never text."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.cfg = cfg
+        self.tgt_embed = nn.Embedding(cfg.tgt_vocab_size, cfg.d_model)
+        self.src_embed = self.tgt_embed if cfg.share_embeddings else nn.Embedding(cfg.src_vocab_size, cfg.d_model)
+        self.register_buffer("pe", sinusoidal_table(cfg.max_positions, cfg.d_model, cfg.pe_layout), persistent=False)
+        self.embed_scale = math.sqrt(cfg.d_model) if cfg.scale_embedding else 1.0
+        self.drop = nn.Dropout(cfg.dropout)
+        self.encoder = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.encoder_layers))
+        self.decoder = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.decoder_layers))
+        self.encoder_norm = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps) if cfg.pre_norm else nn.Identity()
+        self.decoder_norm = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps) if cfg.pre_norm else nn.Identity()
+        self.out_proj = nn.Linear(cfg.d_model, cfg.tgt_vocab_size, bias=False)
+        if cfg.tie_output:
+            self.out_proj.weight = self.tgt_embed.weight
+        if cfg.final_logits_bias:
+            self.register_buffer("final_logits_bias", torch.zeros(cfg.tgt_vocab_size))
+        else:
+            self.final_logits_bias = None
+
+    def _embed(self, table: nn.Embedding, ids: Tensor, positions: Tensor) -> Tensor:
+        """Scaled token embedding plus sinusoidal position, then dropout."""
+        return self.drop(table(ids) * self.embed_scale + self.pe[positions])
+
+    def _logits(self, x: Tensor) -> Tensor:
+        """Final norm (pre-LN) and projection to the target vocabulary."""
+        logits = self.out_proj(self.decoder_norm(x))
+        return logits if self.final_logits_bias is None else logits + self.final_logits_bias
+
+    def encode(self, src: Tensor, src_mask: Tensor) -> Tensor:
+        """src (B, S) ids, src_mask (B, S) bool -> memory (B, S, d_model)."""
+        x = self._embed(self.src_embed, src, torch.arange(src.shape[1], device=src.device))
+        mask = src_mask[:, None, None, :]  # (B, 1, 1, S)
+        for layer in self.encoder:
+            x = layer(x, mask)
+        return self.encoder_norm(x)
+
+    def cross_kv(self, memory: Tensor) -> tuple[Tensor, Tensor]:
+        """Every decoder layer's cross-attention K/V, projected once: each (L, B, H, S, D)."""
+        kv = [layer.cross_attn.project_kv(memory) for layer in self.decoder]
+        return torch.stack([k for k, _ in kv]), torch.stack([v for _, v in kv])
+
+    def start_cache(self, memory: Tensor, src_mask: Tensor, capacity: int = 32) -> DecoderCache:
+        """A decoder cache for these encoded rows, nothing decoded yet."""
+        cross_k, cross_v = self.cross_kv(memory)
+        return DecoderCache.create(cross_k, cross_v, src_mask, capacity)
+
+    def decode_step(self, tokens: Tensor, cache: DecoderCache) -> Tensor:
+        """Feed one token per row (N,) at each row's own position; return logits (N, V); advances the cache."""
+        if cache.max_length >= self.cfg.max_positions:
+            raise ValueError(f"decoder position {cache.max_length} exceeds max_positions={self.cfg.max_positions}")
+        cache.ensure_capacity(cache.max_length + 1)
+        x = self._embed(self.tgt_embed, tokens, cache.lengths)[:, None]  # (N, 1, d_model)
+        for i, layer in enumerate(self.decoder):
+            x = layer.step(x, cache, i)
+        cache.advance()
+        return self._logits(x[:, 0])
+
+    def decode(self, tgt_in: Tensor, memory: Tensor, src_mask: Tensor) -> Tensor:
+        """Teacher-forced decoder over the whole prefix: tgt_in (B, T) -> logits (B, T, V)."""
+        t = tgt_in.shape[1]
+        x = self._embed(self.tgt_embed, tgt_in, torch.arange(t, device=tgt_in.device))
+        self_mask = causal_mask(t, tgt_in.device)[None, None]  # (1, 1, T, T)
+        smask = src_mask[:, None, None, :]
+        for layer in self.decoder:
+            x = layer(x, self_mask, layer.cross_attn.project_kv(memory), smask)
+        return self._logits(x)
+
+    def forward(self, src: Tensor, src_mask: Tensor, tgt_in: Tensor) -> Tensor:
+        """Training forward (teacher forcing): logits (B, T, V)."""
+        return self.decode(tgt_in, self.encode(src, src_mask), src_mask)

@@ -1,0 +1,65 @@
+"""Native checkpoints round-trip; strict loading names bad tensors; Marian import names its language pair."""
+
+import json
+import shutil
+
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+
+from model.checkpoint import load, resolve
+from model.generate import generate
+from model.params import DecodeParams
+from model.search import Request
+
+
+def test_native_round_trip(native_dir, tmp_path):
+    ck = load(native_dir)
+    assert (ck.name, ck.source_lang, ck.target_lang) == ("en-es", "en", "es")
+    assert ck.model.out_proj.weight is ck.model.tgt_embed.weight
+    ids = ck.tokenizer.encode("the red cat")
+    first = generate(ck.model, [Request(0, ids, DecodeParams(max_new_tokens=8))])
+    copy = tmp_path / "copy"
+    shutil.copytree(native_dir, copy)
+    again = load(copy)
+    assert generate(again.model, [Request(0, ids, DecodeParams(max_new_tokens=8))])[0][0].tokens == first[0][0].tokens
+
+
+def test_strict_loading_names_missing_and_unexpected_tensors(native_dir, tmp_path):
+    bad = tmp_path / "bad"
+    shutil.copytree(native_dir, bad)
+    state = load_file(str(bad / "model.safetensors"))
+    del state["decoder.0.ffn.fc1.weight"]
+    state["encoder.9.extra"] = torch.zeros(1)
+    save_file(state, str(bad / "model.safetensors"))
+    with pytest.raises(ValueError, match=r"decoder\.0\.ffn\.fc1\.weight.*encoder\.9\.extra"):
+        load(bad)
+
+
+def test_unknown_formats_and_missing_paths_are_clear(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "bert"}))
+    with pytest.raises(ValueError, match="neither a native"):
+        load(tmp_path)
+    with pytest.raises(FileNotFoundError, match="not found"):
+        resolve("./does/not/exist")
+
+
+def test_marian_import_reads_pair_from_name_and_loads_without_transformers(marian_dir, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "transformers", None)  # any import of transformers would fail
+    ck = load(marian_dir)
+    assert ck.name == "en-es"
+    assert ck.model.cfg.pe_layout == "halves" and ck.model.cfg.activation == "swish"
+    assert ck.model.final_logits_bias is not None
+
+
+def test_marian_from_pytorch_bin(marian_dir, tmp_path):
+    copy = tmp_path / "opus-mt-en-fr"
+    shutil.copytree(marian_dir, copy)
+    torch.save(load_file(str(copy / "model.safetensors")), copy / "pytorch_model.bin")
+    (copy / "model.safetensors").unlink()
+    ck = load(copy)
+    assert ck.name == "en-fr"
+    ref = load(marian_dir)
+    assert torch.equal(ck.model.out_proj.weight, ref.model.out_proj.weight)

@@ -1,0 +1,116 @@
+"""Decoding: batched equals alone, n-best order, seeded sampling, limits, penalties."""
+
+import pytest
+import torch
+
+from model.generate import generate
+from model.params import DecodeParams
+from model.processors import banned_ngram_tokens, warp
+from model.search import Request
+from model.transformer import Seq2SeqTransformer
+from tests.fixtures import tiny_config
+
+
+@pytest.fixture(scope="module")
+def model() -> Seq2SeqTransformer:
+    torch.manual_seed(1)
+    m = Seq2SeqTransformer(tiny_config(60)).eval()
+    with torch.no_grad():
+        m.tgt_embed.weight.mul_(4.0)
+    return m
+
+
+def _src(i: int) -> list[int]:
+    g = torch.Generator().manual_seed(i)
+    return torch.randint(3, 60, (3 + (i * 7) % 11,), generator=g).tolist() + [1]
+
+
+MIXED = [
+    DecodeParams(max_new_tokens=12),
+    DecodeParams(beam_size=4, num_hypotheses=3, max_new_tokens=12),
+    DecodeParams(sampling=True, seed=7, top_k=10, temperature=0.8, max_new_tokens=12),
+    DecodeParams(min_new_tokens=5, max_new_tokens=9, repetition_penalty=1.3),
+    DecodeParams(no_repeat_ngram_size=2, max_new_tokens=15),
+    DecodeParams(beam_size=3, length_penalty=0.6, max_new_tokens=10),
+    DecodeParams(sampling=True, seed=3, top_p=0.7, max_new_tokens=12),
+]
+
+
+def _tokens(hyps):
+    return [(h.tokens, h.finish_reason) for h in hyps]
+
+
+def test_batched_equals_alone(model):
+    requests = [Request(i, _src(i), p) for i, p in enumerate(MIXED)]
+    together = generate(model, requests)
+    for req, hyps in zip(requests, together, strict=True):
+        alone = generate(model, [req])[0]
+        assert _tokens(alone) == _tokens(hyps)
+        assert [h.score for h in alone] == pytest.approx([h.score for h in hyps], abs=1e-4)
+
+
+def test_nbest_sorted_and_distinct(model):
+    hyps = generate(model, [Request(0, _src(3), DecodeParams(beam_size=5, num_hypotheses=5, max_new_tokens=8))])[0]
+    assert len(hyps) == 5
+    scores = [h.score for h in hyps]
+    assert scores == sorted(scores, reverse=True)
+    assert len({tuple(h.tokens) for h in hyps}) == 5
+
+
+def test_seeded_sampling_is_reproducible_and_seed_dependent(model):
+    run = lambda seed: generate(model, [Request(0, _src(2), DecodeParams(sampling=True, seed=seed, max_new_tokens=20))])
+    assert _tokens(run(5)[0]) == _tokens(run(5)[0])
+    assert len({tuple(run(s)[0][0].tokens) for s in range(6)}) > 1
+
+
+def test_length_limits(model):
+    out = generate(model, [Request(0, _src(4), DecodeParams(min_new_tokens=7, max_new_tokens=7))])[0][0]
+    assert len(out.tokens) == 7 and out.finish_reason == "length"
+    for i in range(8):
+        hyp = generate(model, [Request(0, _src(i), DecodeParams(max_new_tokens=30))])[0][0]
+        assert len(hyp.tokens) <= 30
+        assert 1 not in hyp.tokens  # generation stops at the first EOS, which is not part of the output
+        assert 0 not in hyp.tokens  # padding / decoder start never generated
+        assert (hyp.finish_reason == "length") == (len(hyp.tokens) == 30)
+
+
+def test_eos_reached_when_it_is_the_only_choice():
+    torch.manual_seed(0)
+    model = Seq2SeqTransformer(tiny_config(60, final_logits_bias=True)).eval()
+    model.final_logits_bias[1] = 100.0  # EOS wins every step unless suppressed
+    hyp = generate(model, [Request(0, _src(0), DecodeParams(max_new_tokens=10))])[0][0]
+    assert hyp.tokens == [] and hyp.finish_reason == "eos"
+    hyp = generate(model, [Request(0, _src(0), DecodeParams(min_new_tokens=3, max_new_tokens=10))])[0][0]
+    assert len(hyp.tokens) == 3 and hyp.finish_reason == "eos"
+    beams = generate(model, [Request(0, _src(0), DecodeParams(beam_size=2, min_new_tokens=2, max_new_tokens=10))])[0]
+    assert len(beams[0].tokens) == 2 and beams[0].finish_reason == "eos"
+
+
+def test_no_repeat_ngram_blocks_repeats(model):
+    hyp = generate(model, [Request(0, _src(1), DecodeParams(no_repeat_ngram_size=2, max_new_tokens=25))])[0][0]
+    seq = [0, *hyp.tokens]
+    bigrams = list(zip(seq, seq[1:]))
+    assert len(bigrams) == len(set(bigrams))
+    assert banned_ngram_tokens([5, 6, 7, 5], 2) == [6]
+    assert banned_ngram_tokens([5, 6, 7], 3) == []
+
+
+def test_repetition_penalty_changes_repetitive_output(model):
+    base = generate(model, [Request(0, _src(6), DecodeParams(max_new_tokens=20))])[0][0].tokens
+    pen = generate(model, [Request(0, _src(6), DecodeParams(repetition_penalty=5.0, max_new_tokens=20))])[0][0].tokens
+    assert len(set(pen)) >= len(set(base))
+    assert len(pen) == len(set(pen)) or pen != base
+
+
+def test_warp_top_k_and_top_p():
+    logits = torch.tensor([3.0, 2.0, 1.0, 0.0])
+    assert torch.isinf(warp(logits, 1.0, 2, 1.0)[2:]).all()
+    kept = torch.isfinite(warp(logits, 1.0, 0, 0.7))
+    assert kept.tolist() == [True, True, False, False]
+
+
+def test_parameters_are_validated():
+    with pytest.raises(ValueError, match="num_hypotheses"):
+        DecodeParams(beam_size=2, num_hypotheses=3)
+    with pytest.raises(ValueError, match="top_p"):
+        DecodeParams(top_p=0.0)

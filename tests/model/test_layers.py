@@ -1,0 +1,87 @@
+"""Facts from the model notes: positional encoding, attention, masks, parameter counts, shapes, tying."""
+
+import torch
+
+from model.config import ModelConfig
+from model.layers import FeedForward, MultiHeadAttention, attention, causal_mask, sinusoidal_table
+from model.transformer import DecoderLayer, EncoderLayer, Seq2SeqTransformer
+from tests.fixtures import tiny_config
+
+
+def test_positional_encoding_values():
+    pe = sinusoidal_table(10, 16)
+    assert torch.allclose(pe[0], torch.tensor([0.0, 1.0] * 8))
+    expected = torch.tensor([0.841, 0.540, 0.311, 0.950, 0.100, 0.995, 0.032, 1.000])
+    assert torch.allclose(pe[1, :8], expected, atol=1e-3)
+    assert torch.allclose(pe[2, :2], torch.tensor([0.909, -0.416]), atol=1e-3)
+
+
+def test_halves_layout_puts_sines_first():
+    inter, halves = sinusoidal_table(5, 16), sinusoidal_table(5, 16, "halves")
+    assert torch.equal(halves[:, :8], inter[:, 0::2])
+    assert torch.equal(halves[:, 8:], inter[:, 1::2])
+
+
+def test_positional_table_is_a_buffer_that_moves_with_the_model():
+    model = Seq2SeqTransformer(tiny_config(50))
+    assert "pe" in dict(model.named_buffers())
+    assert model.to(torch.float64).pe.dtype == torch.float64
+
+
+def test_attention_rows_sum_to_one_and_masked_keys_get_no_weight():
+    q, k, v = torch.randn(2, 4, 3, 8), torch.randn(2, 4, 5, 8), torch.randn(2, 4, 5, 8)
+    mask = torch.tensor([True, True, True, False, False])[None, None, None, :]
+    out, weights = attention(q, k, v, mask)
+    assert out.shape == q.shape
+    assert torch.allclose(weights.sum(-1), torch.ones(2, 4, 3))
+    assert weights[..., 3:].abs().max() < 1e-9
+
+
+def test_module_attention_equals_reference():
+    mha = MultiHeadAttention(16, 4).eval()
+    x = torch.randn(2, 5, 16)
+    k, v = mha.project_kv(x)
+    mask = causal_mask(5)[None, None]
+    ref, _ = attention(mha.split(mha.q_proj(x)), k, v, mask)
+    expected = mha.out_proj(ref.transpose(1, 2).reshape(2, 5, 16))
+    assert torch.allclose(mha(x, k, v, mask), expected, atol=1e-6)
+
+
+def test_causal_mask_has_no_nan_and_future_tokens_do_not_matter():
+    mask = causal_mask(4)
+    assert mask.tolist() == [[True, False, False, False], [True, True, False, False], [True] * 3 + [False], [True] * 4]
+    model = Seq2SeqTransformer(tiny_config(100)).eval()
+    src, src_mask = torch.randint(3, 100, (1, 6)), torch.ones(1, 6, dtype=torch.bool)
+    a = torch.tensor([[0, 5, 6, 7, 8]])
+    b = torch.tensor([[0, 5, 6, 90, 91]])
+    la, lb = model(src, src_mask, a), model(src, src_mask, b)
+    assert not torch.isnan(la).any()
+    assert torch.allclose(la[:, :3], lb[:, :3], atol=1e-6)
+    assert not torch.allclose(la[:, 3:], lb[:, 3:])
+
+
+def test_parameter_counts_of_the_paper_shapes():
+    cfg = ModelConfig(100, 100, d_model=512, n_heads=8, d_ff=2048)
+    count = lambda m: sum(p.numel() for p in m.parameters())
+    assert count(MultiHeadAttention(512, 8)) == 1_050_624
+    assert count(FeedForward(512, 2048, "relu")) == 2_099_712
+    assert count(EncoderLayer(cfg)) == 3_152_384
+    assert count(DecoderLayer(cfg)) == 4_204_032
+
+
+def test_logits_shape_and_tied_output():
+    model = Seq2SeqTransformer(tiny_config(100, tie_output=True)).eval()
+    logits = model(torch.randint(3, 100, (2, 6)), torch.ones(2, 6, dtype=torch.bool), torch.randint(3, 100, (2, 4)))
+    assert logits.shape == (2, 4, 100)
+    assert model.out_proj.weight is model.tgt_embed.weight
+    assert torch.allclose(logits.softmax(-1).sum(-1), torch.ones(2, 4))
+
+
+def test_post_norm_and_activations_build_and_run():
+    for act in ("relu", "gelu", "swish"):
+        model = Seq2SeqTransformer(tiny_config(60, pre_norm=False, activation=act, tie_output=False)).eval()
+        out = model(
+            torch.randint(3, 60, (1, 4)), torch.ones(1, 4, dtype=torch.bool), torch.zeros(1, 2, dtype=torch.long)
+        )
+        assert out.shape == (1, 2, 60) and torch.isfinite(out).all()
+        assert model.out_proj.weight is not model.tgt_embed.weight

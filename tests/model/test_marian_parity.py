@@ -1,0 +1,73 @@
+"""Our network and decoding equal Hugging Face `transformers` Marian on the same weights."""
+
+import pytest
+import torch
+
+from model.checkpoint import load
+from model.generate import generate
+from model.params import DecodeParams
+from model.search import Request
+
+transformers = pytest.importorskip("transformers")
+
+TEXTS = ["the cat runs", "a big red house near the river", "hello world", "naïve café über niño ¿qué?"]
+
+
+@pytest.fixture(scope="module")
+def pair(marian_dir):
+    hf = transformers.MarianMTModel.from_pretrained(marian_dir).eval()
+    tok = transformers.MarianTokenizer.from_pretrained(marian_dir)
+    return hf, tok, load(marian_dir)
+
+
+def test_tokenizer_matches_marian_tokenizer(pair):
+    _, tok, ours = pair
+    for text in TEXTS + [">>es<< the dog"]:
+        assert ours.tokenizer.encode(text) == tok(text).input_ids
+    ids = tok(TEXTS[3]).input_ids
+    assert ours.tokenizer.decode(ids) == tok.decode(ids, skip_special_tokens=True)
+
+
+@torch.inference_mode()
+def test_logits_match(pair):
+    hf, tok, ours = pair
+    enc = tok(TEXTS, return_tensors="pt", padding=True)
+    dec = torch.randint(2, 200, (len(TEXTS), 6))
+    dec[:, 0] = hf.config.decoder_start_token_id
+    ref = hf(**enc, decoder_input_ids=dec).logits
+    got = ours.model(enc.input_ids, enc.attention_mask.bool(), dec)
+    assert got.shape == ref.shape
+    assert (got - ref).abs().max() < 1e-4
+
+
+@pytest.mark.parametrize("beams", [1, 4])
+@torch.inference_mode()
+def test_generate_matches(pair, beams):
+    hf, tok, ours = pair
+    pad = hf.config.pad_token_id
+    for text in TEXTS:
+        enc = tok([text], return_tensors="pt")
+        ref = hf.generate(**enc, num_beams=beams, max_new_tokens=12, bad_words_ids=[[pad]], do_sample=False)
+        ref_ids = [i for i in ref[0].tolist()[1:] if i != pad]
+        params = DecodeParams(beam_size=beams, max_new_tokens=12)
+        hyp = generate(ours.model, [Request(0, ours.tokenizer.encode(text), params)])[0][0]
+        got = hyp.tokens + ([ours.tokenizer.eos_id] if hyp.finish_reason == "eos" else [])
+        assert got == ref_ids
+        assert ours.tokenizer.decode(got) == tok.decode(ref[0], skip_special_tokens=True)
+
+
+@torch.inference_mode()
+def test_nbest_scores_match(pair):
+    hf, tok, ours = pair
+    enc = tok([TEXTS[1]], return_tensors="pt")
+    ref = hf.generate(
+        **enc,
+        num_beams=4,
+        num_return_sequences=3,
+        max_new_tokens=10,
+        bad_words_ids=[[hf.config.pad_token_id]],
+        output_scores=True,
+        return_dict_in_generate=True,
+    )
+    hyps = generate(ours.model, [Request(0, ours.tokenizer.encode(TEXTS[1]), DecodeParams(4, 3, max_new_tokens=10))])[0]
+    assert [h.score for h in hyps] == pytest.approx(ref.sequences_scores.tolist(), abs=1e-4)

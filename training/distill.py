@@ -1,0 +1,54 @@
+"""Stage 2: translate work/english.txt with Apertium eng-spa into work/distilled.{en,es}."""
+
+import re
+import subprocess
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from training.common import WORK, clean, read_lines, write_lines
+
+CHUNK = 4000
+WORKERS = 2
+BLANK = re.compile(r"\n[ \t]*\n")
+LOWER_UNKNOWN = re.compile(r"[*#@][a-záéíóúñü]")
+MARK = re.compile(r"[*#@](?=\w)")
+
+
+def apertium(sentences: list[str]) -> list[str]:
+    """Translate sentences with `apertium eng-spa`, one blank-line-separated block per sentence."""
+    text = "".join(f"{s}\n\n" for s in sentences)
+    out = subprocess.run(["apertium", "eng-spa"], input=text, capture_output=True, text=True, check=True).stdout
+    blocks = [clean(b) for b in BLANK.split(out.strip())]
+    if len(blocks) == len(sentences):
+        return blocks
+    if len(sentences) == 1:
+        return [clean(out)]
+    half = len(sentences) // 2  # alignment lost: retry the halves separately
+    return apertium(sentences[:half]) + apertium(sentences[half:])
+
+
+def keep(spanish: str) -> str | None:
+    """Return the Spanish with name marks stripped, or None if it has a lowercase unknown word."""
+    if not spanish or LOWER_UNKNOWN.search(spanish):
+        return None
+    return MARK.sub("", spanish)
+
+
+def main() -> None:
+    """Translate in parallel chunks, filter the unknown-word pairs and write the parallel files."""
+    start = time.time()
+    english = read_lines(WORK / "english.txt")
+    chunks = [english[i:i + CHUNK] for i in range(0, len(english), CHUNK)]
+    with ThreadPoolExecutor(WORKERS) as pool:
+        spanish = [s for block in pool.map(apertium, chunks) for s in block]
+    pairs = [(en, keep(es)) for en, es in zip(english, spanish, strict=True)]
+    kept = [(en, es) for en, es in pairs if es]
+    write_lines(WORK / "distilled.en", [en for en, _ in kept])
+    write_lines(WORK / "distilled.es", [es for _, es in kept])
+    elapsed = time.time() - start
+    print(f"translated {len(english)} sentences in {elapsed:.0f}s ({len(english) / elapsed:.0f}/s)")
+    print(f"kept {len(kept)} pairs ({100 * len(kept) / max(1, len(english)):.1f}%)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,160 @@
+"""Train the built-in model with the project's own network: resumable, checkpointed, time-boxed."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from model.config import ModelConfig
+from model.transformer import Seq2SeqTransformer
+from training.batches import collate, encode_corpus, make_batches
+
+WORK = Path("training/work")
+
+
+def parse_args() -> argparse.Namespace:
+    """Command-line options."""
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--run", type=Path, default=WORK / "run")
+    p.add_argument("--d-model", type=int, default=256)
+    p.add_argument("--heads", type=int, default=4)
+    p.add_argument("--layers", type=int, default=3)
+    p.add_argument("--ffn", type=int, default=1024)
+    p.add_argument("--dropout", type=float, default=0.1)
+    p.add_argument("--max-tokens", type=int, default=4096)
+    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--warmup", type=int, default=500)
+    p.add_argument("--label-smoothing", type=float, default=0.1)
+    p.add_argument("--minutes", type=float, default=120.0, help="stop after this much training time (this run)")
+    p.add_argument("--max-steps", type=int, default=0)
+    p.add_argument("--save-every", type=float, default=10.0, help="minutes between checkpoints")
+    p.add_argument("--bf16", action="store_true", help="bfloat16 autocast (fast on AMX CPUs and GPUs)")
+    p.add_argument("--threads", type=int, default=0)
+    p.add_argument("--seed", type=int, default=1)
+    return p.parse_args()
+
+
+def build(args: argparse.Namespace, vocab: int) -> Seq2SeqTransformer:
+    """A fresh network with the chosen shape (shared vocabulary, tied output, pre-LN)."""
+    cfg = ModelConfig(
+        src_vocab_size=vocab,
+        tgt_vocab_size=vocab,
+        d_model=args.d_model,
+        n_heads=args.heads,
+        encoder_layers=args.layers,
+        decoder_layers=args.layers,
+        d_ff=args.ffn,
+        activation="relu",
+        pre_norm=True,
+        scale_embedding=True,
+        share_embeddings=True,
+        tie_output=True,
+        max_positions=256,
+        dropout=args.dropout,
+        pad_id=0,
+        eos_id=1,
+        unk_id=2,
+        decoder_start_id=0,
+    )
+    torch.manual_seed(args.seed)
+    return Seq2SeqTransformer(cfg)
+
+
+def lr_at(step: int, args: argparse.Namespace) -> float:
+    """Linear warmup, then inverse square-root decay."""
+    return args.lr * min((step + 1) / args.warmup, math.sqrt(args.warmup / (step + 1)))
+
+
+def dev_loss(model: Seq2SeqTransformer, batches: list[dict], bf16: bool) -> float:
+    """Mean token cross-entropy (no smoothing) on the dev set."""
+    model.eval()
+    total, count = 0.0, 0
+    with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        for b in batches:
+            logits = model(b["src"], b["src_mask"], b["tgt_in"]).float()
+            total += F.cross_entropy(logits.flatten(0, 1), b["labels"].flatten(), reduction="sum").item()
+            count += int((b["labels"] != -100).sum())
+    model.train()
+    return total / max(count, 1)
+
+
+def main() -> None:
+    """Train until the time budget is spent, saving `run/last.pt` regularly."""
+    args = parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    args.run.mkdir(parents=True, exist_ok=True)
+    spm_path = WORK / "spm.model"
+    pairs = encode_corpus(WORK / "train.en", WORK / "train.es", spm_path, WORK / "train.pt")
+    dev = encode_corpus(WORK / "dev.en", WORK / "dev.es", spm_path, WORK / "dev.pt")
+    vocab = sum(1 for _ in (WORK / "spm.vocab").open(encoding="utf-8"))
+    model = build(args, vocab)
+    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.98), eps=1e-9, weight_decay=0.01)
+    state = {"step": 0, "epoch": 0, "batch": 0, "tokens": 0, "log": []}
+    ckpt = args.run / "last.pt"
+    if ckpt.exists():
+        saved = torch.load(ckpt, weights_only=False)
+        model.load_state_dict(saved["model"])
+        opt.load_state_dict(saved["opt"])
+        state = saved["state"]
+        print(f"resumed at step {state['step']} epoch {state['epoch']}", flush=True)
+    cfg = model.cfg
+    dev_batches = [
+        collate([dev[i] for i in b], cfg.pad_id, cfg.eos_id, cfg.decoder_start_id) for b in make_batches(dev, 4096, 0)
+    ]
+    (args.run / "config.json").write_text(json.dumps(cfg.to_dict(), indent=2))
+    print(f"{len(pairs)} pairs, {sum(p.numel() for p in model.parameters()):,} parameters", flush=True)
+
+    def save() -> None:
+        torch.save(
+            {"model": model.state_dict(), "opt": opt.state_dict(), "state": state, "config": cfg.to_dict()}, ckpt
+        )
+
+    start, last_save, window = time.time(), time.time(), (time.time(), 0)
+    model.train()
+    while True:
+        batches = make_batches(pairs, args.max_tokens, args.seed + state["epoch"])
+        while state["batch"] < len(batches):
+            b = collate([pairs[i] for i in batches[state["batch"]]], cfg.pad_id, cfg.eos_id, cfg.decoder_start_id)
+            for group in opt.param_groups:
+                group["lr"] = lr_at(state["step"], args)
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.bf16):
+                logits = model(b["src"], b["src_mask"], b["tgt_in"])
+            loss = F.cross_entropy(
+                logits.float().flatten(0, 1), b["labels"].flatten(), label_smoothing=args.label_smoothing
+            )
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            ntok = int((b["labels"] != -100).sum())
+            state["step"] += 1
+            state["batch"] += 1
+            state["tokens"] += ntok
+            if state["step"] % 50 == 0:
+                rate = (state["tokens"] - window[1]) / (time.time() - window[0])
+                window = (time.time(), state["tokens"])
+                print(
+                    f"step {state['step']} epoch {state['epoch']} loss {loss.item():.3f} tok/s {rate:.0f}", flush=True
+                )
+            done = time.time() - start > args.minutes * 60 or (args.max_steps and state["step"] >= args.max_steps)
+            if done or time.time() - last_save > args.save_every * 60:
+                dl = dev_loss(model, dev_batches, args.bf16)
+                state["log"].append({"step": state["step"], "tokens": state["tokens"], "dev_loss": dl})
+                print(f"checkpoint step {state['step']} dev_loss {dl:.3f}", flush=True)
+                save()
+                last_save = time.time()
+            if done:
+                return
+        state["epoch"] += 1
+        state["batch"] = 0
+
+
+if __name__ == "__main__":
+    main()
