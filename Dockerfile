@@ -31,9 +31,10 @@ COPY app ./app
 COPY model ./model
 RUN pip install --no-cache-dir -c constraints.txt .
 
-# The built-in model must sit inside the installed `model` package, where the server looks for it when no
-# --model is given. Copy it there whether or not the package data already carried it, then check.
-RUN pkg="$(python -c 'import model, os; print(os.path.dirname(model.__file__))')" \
+# The built-in model must sit inside the installed `model` package (in the venv, not /src: hence -I), where
+# the server looks for it when no --model is given. Copy it there whether or not the package data already
+# carried it, then check.
+RUN pkg="$(python -I -c 'import importlib.util as u, os; print(os.path.dirname(u.find_spec("model").origin))')" \
     && mkdir -p "${pkg}/builtin" \
     && cp -a model/builtin/. "${pkg}/builtin/" \
     && test -f "${pkg}/builtin/en-es/config.json"
@@ -46,7 +47,8 @@ ENV PATH=/opt/venv/bin:$PATH \
     PYTHONDONTWRITEBYTECODE=1 \
     HOME=/home/mt \
     XDG_CACHE_HOME=/tmp/.cache \
-    MT_HEALTHCHECK_URL=http://127.0.0.1:8000/health/ready
+    TORCHINDUCTOR_CACHE_DIR=/tmp/.cache/torchinductor \
+    TRITON_CACHE_DIR=/tmp/.cache/triton
 
 # A fixed numeric uid/gid so Kubernetes can check runAsNonRoot; /models is where user models are mounted
 # (read-only is enough). No VOLUME instruction: an unmounted /models should not leave anonymous volumes.

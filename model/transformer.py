@@ -82,6 +82,19 @@ class Seq2SeqTransformer(nn.Module):
         else:
             self.final_logits_bias = None
 
+    def init_weights(self) -> Seq2SeqTransformer:
+        """Training init: embeddings N(0, d^-1/2) (they are scaled by sqrt(d) and tied), Xavier linears."""
+        for module in self.modules():
+            if isinstance(module, nn.Linear):
+                nn.init.xavier_uniform_(module.weight)
+                if module.bias is not None:
+                    nn.init.zeros_(module.bias)
+        for table in {self.src_embed, self.tgt_embed}:
+            nn.init.normal_(table.weight, 0.0, self.cfg.d_model**-0.5)
+            with torch.no_grad():
+                table.weight[self.cfg.pad_id].zero_()
+        return self
+
     def _embed(self, table: nn.Embedding, ids: Tensor, positions: Tensor) -> Tensor:
         """Scaled token embedding plus sinusoidal position, then dropout."""
         return self.drop(table(ids) * self.embed_scale + self.pe[positions])

@@ -67,9 +67,16 @@ def make_native(out: Path, seed: int = 0) -> Path:
         out / "spm_src", corpus(EN) + corpus(ES, seed=1), 320, pad_id=0, eos_id=1, unk_id=2, bos_id=-1
     )
     torch.manual_seed(seed)
-    model = Seq2SeqTransformer(tiny_config(320))
-    with torch.no_grad():  # sharper logits than the default init, so outputs vary with the input
-        model.tgt_embed.weight.mul_(4.0)
+    model = Seq2SeqTransformer(tiny_config(320, final_logits_bias=True, tie_output=False))
+    sp = spm.SentencePieceProcessor(model_file=str(model_path))
+    with torch.no_grad():  # a random model whose outputs are readable, depend on the input and end with EOS
+        model.out_proj.weight.mul_(4.0)
+        for layer in model.decoder:
+            layer.cross_attn.out_proj.weight.mul_(6.0)
+        for i in range(sp.get_piece_size()):
+            if sp.is_byte(i):
+                model.final_logits_bias[i] = -30.0
+        model.final_logits_bias[1] = 1.0
     save_native(model, model_path, out, "en", "es")
     return out
 

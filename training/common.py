@@ -10,11 +10,11 @@ from pathlib import Path
 WORK = Path(__file__).resolve().parent / "work"
 HANDBOOK = Path("/usr/share/doc/debian-handbook/html")
 
-_SPLIT = re.compile(r"(?<=[.!?])[\"”’)]?\s+(?=[\"“‘(]?[A-Z])")
+_SPLIT = re.compile(r"(?<=[.!?])[\"”’)]?\s+(?=[\"“‘(¿¡«]?[A-ZÁÉÍÓÚÑ])")
 _ABBREV = re.compile(r"\b(?:e\.g|i\.e|etc|Mr|Mrs|Ms|Dr|St|vs|cf|No|Fig|Vol|viz)\.$")
 _BAD = re.compile(r"https?:|www\.|@\S+\.|>>>|::|[{}<>\\|_=^~]|\.\.\.\.|\t|\$\(|/\w+/\w+")
 _SPACE = re.compile(r"\s+")
-_VERSE = re.compile(r"^(?:.*?\s)?((?:I{1,3} )?[A-Z][a-z]+(?: of [A-Z][a-z]+)*) (\d+):(\d+): (.*)$")
+_VERSE = re.compile(r"^(?:.*?\s)??((?:I{1,3} )?[A-Z][a-z]+(?: of [A-Z][a-z]+)*) (\d+):(\d+): (.*)$")
 _TAG = re.compile(r"<[^>]+>")
 
 
@@ -47,9 +47,9 @@ def good_sentence(text: str, lo: int = 3, hi: int = 40) -> bool:
         return False
     letters = sum(ch.isalpha() for ch in text)
     upper = sum(ch.isupper() for ch in text)
-    if letters < 0.6 * len(text) or upper > 0.3 * letters or not (text[0].isalpha() or text[0] in "\"“‘("):
+    if letters < 0.6 * len(text) or upper > 0.3 * letters or not (text[0].isalpha() or text[0] in '"“‘('):
         return False
-    return text[-1].isalnum() or text[-1] in ".!?\"”’)"
+    return text[-1].isalnum() or text[-1] in '.!?"”’)'
 
 
 class ParagraphParser(HTMLParser):
@@ -113,10 +113,12 @@ def read_lines(path: Path) -> list[str]:
 
 
 def read_bible(module: str) -> dict[tuple[str, int, int], str]:
-    """Read a SWORD Bible module with diatheke as {(book, chapter, verse): text}, dropping injected headings."""
+    """Read a SWORD Bible with diatheke as {(book, chapter, verse): text}, dropping injected headings."""
     out = subprocess.run(
         ["diatheke", "-b", module, "-f", "OSIS", "-k", "Gen 1:1-Rev 22:21"],
-        capture_output=True, text=True, check=True,
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout
     verses = {}
     for line in out.splitlines():

@@ -6,7 +6,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from training.common import (
-    HANDBOOK, WORK, clean, good_sentence, html_paragraphs, read_bible, split_sentences, write_lines,
+    HANDBOOK,
+    WORK,
+    clean,
+    good_sentence,
+    html_paragraphs,
+    read_bible,
+    split_sentences,
+    write_lines,
 )
 
 WORDNET = Path("/usr/share/wordnet")
@@ -70,8 +77,13 @@ def main() -> None:
     start = time.time()
     seen: set[str] = set()
     counts: dict[str, int] = {}
-    sources = [wordnet(), fortunes(), bible(), html_tree("python-doc", PYDOC),
-               html_tree("debian-handbook", HANDBOOK / "en-US")]
+    sources = [
+        wordnet(),
+        fortunes(),
+        bible(),
+        html_tree("python-doc", PYDOC),
+        html_tree("debian-handbook", HANDBOOK / "en-US"),
+    ]
     kept: list[str] = []
     for source in sources:
         for name, sent in source:

@@ -63,7 +63,7 @@ def build(args: argparse.Namespace, vocab: int) -> Seq2SeqTransformer:
         decoder_start_id=0,
     )
     torch.manual_seed(args.seed)
-    return Seq2SeqTransformer(cfg)
+    return Seq2SeqTransformer(cfg).init_weights()
 
 
 def lr_at(step: int, args: argparse.Namespace) -> float:
@@ -137,7 +137,7 @@ def main() -> None:
             state["step"] += 1
             state["batch"] += 1
             state["tokens"] += ntok
-            if state["step"] % 50 == 0:
+            if state["step"] % 20 == 0:
                 rate = (state["tokens"] - window[1]) / (time.time() - window[0])
                 window = (time.time(), state["tokens"])
                 print(

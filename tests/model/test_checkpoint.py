@@ -16,13 +16,25 @@ from model.search import Request
 def test_native_round_trip(native_dir, tmp_path):
     ck = load(native_dir)
     assert (ck.name, ck.source_lang, ck.target_lang) == ("en-es", "en", "es")
-    assert ck.model.out_proj.weight is ck.model.tgt_embed.weight
+    assert ck.model.src_embed is ck.model.tgt_embed  # shared embeddings survive the round trip
     ids = ck.tokenizer.encode("the red cat")
     first = generate(ck.model, [Request(0, ids, DecodeParams(max_new_tokens=8))])
     copy = tmp_path / "copy"
     shutil.copytree(native_dir, copy)
     again = load(copy)
     assert generate(again.model, [Request(0, ids, DecodeParams(max_new_tokens=8))])[0][0].tokens == first[0][0].tokens
+
+
+def test_tied_output_survives_save_and_load(native_dir, tmp_path):
+    from model.checkpoint import save_native
+    from model.transformer import Seq2SeqTransformer
+    from tests.fixtures import tiny_config
+
+    model = Seq2SeqTransformer(tiny_config(320, tie_output=True))
+    save_native(model, native_dir / "spm.model", tmp_path / "tied", "en", "es")
+    loaded = load(tmp_path / "tied").model
+    assert loaded.out_proj.weight is loaded.tgt_embed.weight
+    assert torch.equal(loaded.out_proj.weight, model.out_proj.weight)
 
 
 def test_strict_loading_names_missing_and_unexpected_tensors(native_dir, tmp_path):

@@ -1,0 +1,25 @@
+"""Liveness and readiness."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+from fastapi.responses import JSONResponse
+
+from app.api.translate import ServiceDep
+
+router = APIRouter(prefix="/health")
+
+
+@router.get("/live")
+async def live() -> dict[str, str]:
+    """200 while the process runs."""
+    return {"status": "live"}
+
+
+@router.get("/ready")
+async def ready(service: ServiceDep) -> JSONResponse:
+    """200 only when every model is loaded and warmed up and its engine is alive; 503 otherwise."""
+    ok, reason = service.readiness()
+    if ok:
+        return JSONResponse({"status": "ready"})
+    return JSONResponse({"status": "not_ready", "reason": reason, "error_type": "not_ready"}, 503)

@@ -1,0 +1,80 @@
+"""What the server offers: languages, models and limits, metrics."""
+
+from __future__ import annotations
+
+from importlib.metadata import PackageNotFoundError, version
+
+from fastapi import APIRouter, Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from app.api.translate import ServiceDep
+from app.schemas import Language
+
+router = APIRouter()
+
+NAMES = {"en": "English", "es": "Spanish", "fr": "French", "de": "German", "it": "Italian", "pt": "Portuguese"}
+
+
+def _version() -> str:
+    """The installed package version."""
+    try:
+        return version("mt-server")
+    except PackageNotFoundError:  # pragma: no cover - running from a source tree
+        return "dev"
+
+
+@router.get("/languages", response_model=list[Language])
+async def languages(service: ServiceDep) -> list[dict]:
+    """Source languages with the targets each can be translated into."""
+    targets: dict[str, set[str]] = {}
+    for entry in service.models.values():
+        targets.setdefault(entry.checkpoint.source_lang, set()).add(entry.checkpoint.target_lang)
+    return [{"code": c, "name": NAMES.get(c, c), "targets": sorted(t)} for c, t in sorted(targets.items())]
+
+
+@router.get("/info")
+async def info(service: ServiceDep) -> dict:
+    """Models (pair, size, dtype, device), limits and version."""
+    s = service.settings
+    models = []
+    for entry in service.models.values():
+        m, ck = entry.checkpoint.model, entry.checkpoint
+        p = next(m.parameters())
+        waiting, running = entry.engine.load
+        models.append(
+            {
+                "name": ck.name,
+                "source": ck.source_lang,
+                "target": ck.target_lang,
+                "path": str(ck.path),
+                "parameters": sum(t.numel() for t in m.parameters()),
+                "dtype": str(p.dtype).removeprefix("torch."),
+                "device": str(p.device),
+                "architecture": m.cfg.to_dict(),
+                "waiting": waiting,
+                "running": running,
+            }
+        )
+    limits = {
+        k: getattr(s, k)
+        for k in (
+            "max_batch_size",
+            "max_batch_tokens",
+            "max_prefill_tokens",
+            "max_queue",
+            "max_input_tokens",
+            "max_items",
+            "max_new_tokens",
+            "default_max_new_tokens",
+            "max_beam_size",
+            "max_body_bytes",
+        )
+    }
+    ok, reason = service.readiness()
+    return {"version": _version(), "ready": ok, "status": reason, "models": models, "limits": limits}
+
+
+@router.get("/metrics")
+async def metrics(service: ServiceDep) -> Response:
+    """Prometheus text format."""
+    return Response(generate_latest(service.metrics.registry), media_type=CONTENT_TYPE_LATEST)

@@ -1,0 +1,245 @@
+"""POST /translate: JSON or form bodies, answered as JSON or as server-sent events."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import JSONResponse, StreamingResponse
+from pydantic import ValidationError
+
+from app.errors import ApiError, describe_validation, error_body
+from app.job import Job
+from app.schemas import ErrorBody, Parameters, TranslateRequest, TranslateResponse
+from app.service import Service
+from app.settings import Settings
+from app.text import html_layout, plain_layout
+from model.params import DecodeParams
+
+router = APIRouter()
+DISCONNECT_CHECK_S = 0.25  # how often a non-streamed request looks for a departed client
+
+
+def get_service(request: Request) -> Service:
+    """The app's service object."""
+    return request.app.state.service
+
+
+ServiceDep = Annotated[Service, Depends(get_service)]
+
+BODY_SCHEMA = {"schema": {"$ref": "#/components/schemas/TranslateRequest"}}
+ERRORS = {code: {"model": ErrorBody} for code in (400, 403, 413, 422, 500, 503)}
+
+
+async def read_body(request: Request) -> TranslateRequest:
+    """Parse a JSON or form body into a TranslateRequest (422 naming the field on error)."""
+    ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if ctype in ("application/x-www-form-urlencoded", "multipart/form-data"):
+        form = await request.form()
+        data: dict = {k: v for k, v in form.items() if k != "q"}
+        qs = form.getlist("q")
+        if qs:
+            data["q"] = qs[0] if len(qs) == 1 else qs
+        if isinstance(data.get("parameters"), str):
+            data["parameters"] = _json(data["parameters"], "parameters")
+    else:
+        data = _json(await request.body(), "body")
+    if not isinstance(data, dict):
+        raise ApiError(422, "validation", "body: expected a JSON object")
+    if "text/event-stream" in request.headers.get("accept", "") and "stream" not in data:
+        data["stream"] = True
+    try:
+        return TranslateRequest.model_validate(data)
+    except ValidationError as exc:
+        raise ApiError(422, "validation", describe_validation(exc.errors())) from None
+
+
+def _json(raw: bytes | str, field: str):
+    """Decode JSON or fail with 422 naming `field`."""
+    try:
+        return json.loads(raw or b"null")
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ApiError(422, "validation", f"{field}: invalid JSON ({exc})") from None
+
+
+def decode_params(body: TranslateRequest, settings: Settings, max_positions: int) -> DecodeParams:
+    """DecodeParams from the body, enforcing the server's limits (422 naming field and limit)."""
+    p: Parameters = body.parameters
+    n = body.alternatives + 1
+    beam = max(p.beam_size, n)
+    if beam > settings.max_beam_size:
+        field = "parameters.beam_size" if p.beam_size >= n else "alternatives"
+        raise ApiError(422, "validation", f"{field}: needs {beam} beams, over max_beam_size={settings.max_beam_size}")
+    if p.sampling and beam > 1:
+        raise ApiError(
+            422, "validation", "parameters: sampling (temperature/top_k/top_p) needs beam_size=1 and alternatives=0"
+        )
+    limit = min(settings.max_new_tokens, max_positions - 1)
+    max_new = p.max_new_tokens or min(settings.default_max_new_tokens, limit)
+    if max_new > limit:
+        raise ApiError(422, "validation", f"parameters.max_new_tokens: {max_new} exceeds the limit of {limit}")
+    if p.min_new_tokens > max_new:
+        raise ApiError(
+            422, "validation", f"parameters.min_new_tokens: {p.min_new_tokens} exceeds max_new_tokens={max_new}"
+        )
+    return DecodeParams(
+        beam_size=beam,
+        num_hypotheses=n,
+        max_new_tokens=max_new,
+        min_new_tokens=p.min_new_tokens,
+        length_penalty=p.length_penalty,
+        repetition_penalty=p.repetition_penalty,
+        no_repeat_ngram_size=p.no_repeat_ngram_size,
+        sampling=p.sampling,
+        temperature=p.temperature or 1.0,
+        top_k=p.top_k or 0,
+        top_p=p.top_p or 1.0,
+        seed=p.seed,
+    )
+
+
+def build_job(body: TranslateRequest, service: Service) -> Job:
+    """Check access, readiness, language pair and limits; cut texts into units."""
+    s = service.settings
+    if s.api_keys and body.api_key not in s.api_keys:
+        raise ApiError(403, "forbidden", "api_key: missing or invalid API key")
+    service.require_ready()
+    entry = service.route(body.source, body.target)
+    texts = [body.q] if isinstance(body.q, str) else body.q
+    if not texts:
+        raise ApiError(422, "validation", "q: must not be empty")
+    if len(texts) > s.max_items:
+        raise ApiError(422, "validation", f"q: {len(texts)} texts exceeds max_items={s.max_items}")
+    for i, text in enumerate(texts):
+        if not text.strip():
+            raise ApiError(422, "validation", f"q[{i}]: must not be empty")
+    split = body.parameters.split_sentences
+    cut = html_layout if body.format == "html" else plain_layout
+    params = decode_params(body, s, entry.checkpoint.model.cfg.max_positions)
+    return Job(entry, [cut(t, split) for t in texts], params, s.max_input_tokens)
+
+
+def response_body(job: Job, body: TranslateRequest) -> dict:
+    """The non-streamed answer (also the `done` event)."""
+    texts, alts, details = [], [], []
+    for item in job.items:
+        texts.append(job.texts(item))
+        alts.append([job.texts(item, k) for k in range(1, body.alternatives + 1)])
+        results = [u.result for u in item.units]  # none when the text is all markup
+        hyps = [r.hypotheses[0] for r in results]
+        reason = "length" if any(h.finish_reason == "length" for h in hyps) else "eos"
+        score = sum(h.score for h in hyps) / max(len(hyps), 1) if body.parameters.return_scores else None
+        details.append(
+            {
+                "model": job.entry.name,
+                "input_tokens": sum(len(u.ids) for u in item.units),
+                "generated_tokens": sum(len(h.tokens) for h in hyps),
+                "finish_reason": reason,
+                "score": score,
+                "queue_ms": round(max((r.queue_s for r in results), default=0.0) * 1000, 3),
+                "total_ms": round(max((r.total_s for r in results), default=0.0) * 1000, 3),
+            }
+        )
+    single = isinstance(body.q, str)
+    out: dict = {"translatedText": texts[0] if single else texts, "details": details[0] if single else details}
+    if body.alternatives:
+        out["alternatives"] = alts[0] if single else alts
+    return out
+
+
+def timing_headers(job: Job) -> dict[str, str]:
+    """TGI-style timing headers (milliseconds)."""
+    results = [u.result for item in job.items for u in item.units]
+    queue = max((r.queue_s for r in results), default=0.0)
+    total = max((r.total_s for r in results), default=0.0)
+    generated = sum(len(r.hypotheses[0].tokens) for r in results)
+    return {
+        "x-queue-time": f"{queue * 1000:.1f}",
+        "x-inference-time": f"{(total - queue) * 1000:.1f}",
+        "x-generated-tokens": str(generated),
+    }
+
+
+@router.post(
+    "/translate",
+    response_model=TranslateResponse,
+    responses=ERRORS,
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": BODY_SCHEMA, "application/x-www-form-urlencoded": BODY_SCHEMA},
+        }
+    },
+)
+async def translate(request: Request, service: ServiceDep):
+    """Translate `q` from `source` to `target`; `stream` answers with server-sent events."""
+    body = await read_body(request)
+    job = build_job(body, service)
+    service.inflight += 1
+    try:
+        job.submit()
+    except BaseException:
+        service.inflight -= 1
+        raise
+    if body.stream:
+        headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+        return StreamingResponse(sse(job, body, service), media_type="text/event-stream", headers=headers)
+    try:
+        await collect(job, request)
+    finally:
+        service.inflight -= 1
+    return JSONResponse(response_body(job, body), headers=timing_headers(job))
+
+
+async def collect(job: Job, request: Request) -> None:
+    """Wait for every unit; abort if the client goes away (checked even while tokens flow) or a unit fails."""
+    check = time.monotonic() + DISCONNECT_CHECK_S
+    try:
+        while not job.finished:
+            try:
+                i, u, event = await asyncio.wait_for(job.queue.get(), timeout=DISCONNECT_CHECK_S)
+                job.apply(i, u, event)
+            except TimeoutError:
+                pass
+            if time.monotonic() >= check:
+                if await request.is_disconnected():
+                    raise ApiError(499, "client_closed", "client disconnected")
+                check = time.monotonic() + DISCONNECT_CHECK_S
+    except BaseException:
+        job.abort()
+        raise
+
+
+def event(name: str, data: dict) -> str:
+    """One server-sent event."""
+    return f"event: {name}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
+
+
+async def sse(job: Job, body: TranslateRequest, service: Service) -> AsyncIterator[str]:
+    """Token events in layout order per item, then `done`; `error` on failure; keep-alives in silence."""
+    keepalive = service.settings.keepalive_seconds
+    try:
+        for i, delta in job.start() if job.streams_tokens else ():
+            yield event("token", {"index": i, "token": {"id": None, "text": delta}, "text": delta})
+        while not job.finished:
+            try:
+                i, u, ev = await asyncio.wait_for(job.queue.get(), timeout=keepalive)
+            except TimeoutError:
+                yield ": keep-alive\n\n"
+                continue
+            delta = job.apply(i, u, ev)
+            if delta and job.streams_tokens:
+                token_id = getattr(ev, "token_id", None)
+                text = job.items[i].streamed
+                yield event("token", {"index": i, "token": {"id": token_id, "text": delta}, "text": text})
+        yield event("done", response_body(job, body))
+    except ApiError as exc:
+        service.metrics.failures.labels(exc.error_type).inc()
+        yield event("error", error_body(exc.message, exc.error_type))
+    finally:
+        job.abort()
+        service.inflight -= 1

@@ -1,0 +1,72 @@
+"""The FastAPI app: lifespan loads models in the background; errors are JSON; bodies are size-limited."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+from fastapi.responses import JSONResponse
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from app import errors
+from app.api import health, info, translate
+from app.errors import ApiError, error_body
+from app.service import Service
+from app.settings import Settings
+
+log = logging.getLogger("mt")
+
+
+class BodyLimit:
+    """413 for bodies over the limit: by Content-Length up front, or while a chunked body streams in."""
+
+    def __init__(self, app: ASGIApp, limit: int, on_error: Callable[[str], None] = lambda kind: None):
+        self.app, self.limit, self.on_error = app, limit, on_error
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        length = dict(scope.get("headers", [])).get(b"content-length")
+        if length is not None and length.isdigit() and int(length) > self.limit:
+            body = error_body(f"body: {int(length)} bytes exceeds max_body_bytes={self.limit}", "payload_too_large")
+            self.on_error("payload_too_large")
+            return await JSONResponse(body, 413)(scope, receive, send)
+        seen = 0
+
+        async def limited() -> dict:
+            nonlocal seen
+            message = await receive()
+            seen += len(message.get("body", b""))
+            if seen > self.limit:
+                raise ApiError(413, "payload_too_large", f"body: over max_body_bytes={self.limit}")
+            return message
+
+        return await self.app(scope, limited, send)
+
+
+def create_app(settings: Settings | None = None, service: Service | None = None) -> FastAPI:
+    """Build the app; models load in the background once it starts (ready turns 200 when warm)."""
+    service = service or Service(settings or Settings())
+    settings = service.settings
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        service.start_loading()
+        yield
+        service.shutdown()
+
+    app = FastAPI(title="mt-server", summary="Encoder-decoder translation server", lifespan=lifespan)
+    app.state.service = service
+
+    def count_failure(kind: str) -> None:
+        """Count one error answer in mt_request_failures_total."""
+        service.metrics.failures.labels(kind).inc()
+
+    errors.install(app, count_failure)
+    app.include_router(translate.router)
+    app.include_router(health.router)
+    app.include_router(info.router)
+    app.add_middleware(BodyLimit, limit=settings.max_body_bytes, on_error=count_failure)
+    return app

@@ -1,0 +1,35 @@
+"""Prometheus metrics, one place; each app owns its registry."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+LATENCY = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+TOKENS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+BATCH = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+
+
+class Metrics:
+    """The server's metrics (names per the HTTP contract, base units, low-cardinality labels)."""
+
+    def __init__(self) -> None:
+        self.registry = r = CollectorRegistry()
+        self.ttft = Histogram("mt_time_to_first_token_seconds", "Arrival to first token", buckets=LATENCY, registry=r)
+        self.itl = Histogram(
+            "mt_inter_token_latency_seconds", "Between tokens of a request", buckets=LATENCY, registry=r
+        )
+        self.queue_time = Histogram(
+            "mt_request_queue_time_seconds", "Arrival to admission", buckets=LATENCY, registry=r
+        )
+        self.duration = Histogram("mt_request_duration_seconds", "Arrival to finish", buckets=LATENCY, registry=r)
+        self.batch_size = Histogram("mt_batch_size", "Rows per decode step", buckets=BATCH, registry=r)
+        self.step = Histogram("mt_step_duration_seconds", "Engine step time", ["phase"], buckets=LATENCY, registry=r)
+        self.input_tokens = Histogram("mt_request_input_tokens", "Source tokens", buckets=TOKENS, registry=r)
+        self.generated = Histogram("mt_request_generated_tokens", "Generated tokens", buckets=TOKENS, registry=r)
+        self.running = Gauge("mt_requests_running", "Requests in decode batches", registry=r)
+        self.waiting = Gauge("mt_requests_waiting", "Requests queued for admission", registry=r)
+        self.cache_tokens = Gauge("mt_cache_tokens", "Tokens held in KV caches", registry=r)
+        self.requests = Counter("mt_requests", "Finished requests", ["model", "finish_reason"], registry=r)
+        self.failures = Counter("mt_request_failures", "Failed requests", ["error_type"], registry=r)
+        self.input_total = Counter("mt_input_tokens", "Source tokens", registry=r)
+        self.generated_total = Counter("mt_generated_tokens", "Generated tokens", registry=r)

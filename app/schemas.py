@@ -1,0 +1,81 @@
+"""Request and response bodies at the HTTP edge (LibreTranslate-compatible, extended)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Parameters(BaseModel):
+    """Decoding options; any sampling field turns sampling on."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    beam_size: int = Field(1, ge=1, description="1 = greedy")
+    max_new_tokens: int | None = Field(None, ge=1)
+    min_new_tokens: int = Field(0, ge=0)
+    length_penalty: float = Field(1.0, ge=-10, le=10)
+    repetition_penalty: float = Field(1.0, ge=0.01, le=100, description="bounded: tiny values overflow logits")
+    no_repeat_ngram_size: int = Field(0, ge=0, le=16)
+    temperature: float | None = Field(None, ge=0.01, le=100, description="bounded: tiny values overflow logits")
+    top_k: int | None = Field(None, ge=0)
+    top_p: float | None = Field(None, gt=0, le=1)
+    seed: int | None = Field(None, ge=0, le=2**63 - 1)
+    return_scores: bool = False
+    split_sentences: bool = False
+
+    @property
+    def sampling(self) -> bool:
+        """True when any sampling field is set."""
+        return self.temperature is not None or self.top_k is not None or self.top_p is not None
+
+
+class TranslateRequest(BaseModel):
+    """POST /translate body (JSON or form)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    q: str | list[str] = Field(description="text or list of texts")
+    source: str = Field("auto", min_length=1, max_length=16)
+    target: str = Field(min_length=1, max_length=16)
+    format: Literal["text", "html"] = "text"
+    alternatives: int = Field(0, ge=0)
+    stream: bool = False
+    api_key: str | None = None
+    parameters: Parameters = Field(default_factory=Parameters)
+
+
+class Details(BaseModel):
+    """How one text was translated."""
+
+    model: str
+    input_tokens: int
+    generated_tokens: int
+    finish_reason: str
+    score: float | None = None
+    queue_ms: float
+    total_ms: float
+
+
+class TranslateResponse(BaseModel):
+    """POST /translate answer; lists when `q` was a list."""
+
+    translatedText: str | list[str]  # noqa: N815 (LibreTranslate's field name)
+    alternatives: list[str] | list[list[str]] | None = None
+    details: Details | list[Details]
+
+
+class ErrorBody(BaseModel):
+    """Every error's body."""
+
+    error: str
+    error_type: str
+
+
+class Language(BaseModel):
+    """GET /languages item."""
+
+    code: str
+    name: str
+    targets: list[str]

@@ -1,0 +1,50 @@
+"""Service settings: environment variables with prefix MT_, overridable by command-line flags."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+BUILTIN_MODEL = "model/builtin/en-es"
+
+
+class Settings(BaseSettings):
+    """Knobs of the server (not of the network: that is the checkpoint's config)."""
+
+    model_config = SettingsConfigDict(env_prefix="MT_", env_nested_delimiter="__")
+
+    host: str = "127.0.0.1"
+    port: int = 8000
+    models: Annotated[list[str], NoDecode] = Field(default_factory=list, description="pair=DIR, DIR or a hub model id")
+    device: str = "auto"
+    dtype: str = "auto"
+    max_batch_size: int = Field(64, ge=1, description="rows decoded together (a beam counts once per beam)")
+    max_batch_tokens: int = Field(65536, ge=1, description="cache budget: reserved source+target tokens")
+    max_prefill_tokens: int = Field(4096, ge=1, description="source tokens encoded per step (protects running rows)")
+    max_wait_ms: float = Field(2.0, ge=0, description="gather arrivals this long when idle")
+    max_queue: int = Field(256, ge=0, description="waiting requests before 503 overloaded")
+    max_input_tokens: int = Field(256, ge=1)
+    max_items: int = Field(64, ge=1, description="texts per request")
+    max_new_tokens: int = Field(512, ge=1, description="limit on parameters.max_new_tokens")
+    default_max_new_tokens: int = Field(256, ge=1)
+    max_beam_size: int = Field(8, ge=1)
+    max_body_bytes: int = Field(1_000_000, ge=1)
+    drain_seconds: float = Field(30.0, ge=0)
+    keepalive_seconds: float = Field(15.0, gt=0)
+    warmup_rounds: int = Field(2, ge=0)
+    api_keys: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    log_level: str = "info"
+
+    @field_validator("models", "api_keys", mode="before")
+    @classmethod
+    def _split_list(cls, value: object) -> object:
+        """Environment lists: a JSON array or comma-separated values."""
+        if not isinstance(value, str):
+            return value
+        text = value.strip()
+        if text.startswith("["):
+            return json.loads(text)
+        return [part.strip() for part in text.split(",") if part.strip()]

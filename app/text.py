@@ -1,0 +1,133 @@
+"""Text units: sentence splitting and HTML text nodes, each unit translated on its own and put back."""
+
+from __future__ import annotations
+
+import html
+import re
+from dataclasses import dataclass
+from html.parser import HTMLParser
+
+SENTENCE_END = re.compile(r"(?<=[.!?…])[\"'»”)\]]*\s+(?=[\"'«“(\[¿¡]?[A-ZÁÉÍÓÚÑ0-9])")
+SKIP_TAGS = {"script", "style", "code", "pre", "textarea"}
+
+
+@dataclass
+class Layout:
+    """A text cut into pieces: literal pieces stay, unit pieces are translated (by index into `units`)."""
+
+    pieces: list[str | int]
+    units: list[str]
+    escape: bool = False  # HTML: translated text is escaped when put back
+
+    def render(self, text: str) -> str:
+        """A unit's translated text as it appears in the output."""
+        return html.escape(text, quote=False) if self.escape else text
+
+    def join(self, translations: list[str]) -> str:
+        """Put translated units back between the literal pieces."""
+        return "".join(self.render(translations[p]) if isinstance(p, int) else p for p in self.pieces)
+
+
+def _add_text(layout: Layout, text: str, split: bool) -> None:
+    """Append text: surrounding whitespace stays literal; the rest is one unit or one unit per sentence."""
+    core = text.strip()
+    if not core:
+        layout.pieces.append(text)
+        return
+    lead, trail = text[: len(text) - len(text.lstrip())], text[len(text.rstrip()) :]
+    if lead:
+        layout.pieces.append(lead)
+    pos = 0
+    for match in SENTENCE_END.finditer(core) if split else ():
+        layout.pieces.append(len(layout.units))
+        layout.units.append(core[pos : match.start()])
+        layout.pieces.append(match.group(0))
+        pos = match.end()
+    layout.pieces.append(len(layout.units))
+    layout.units.append(core[pos:])
+    if trail:
+        layout.pieces.append(trail)
+
+
+def plain_layout(text: str, split: bool) -> Layout:
+    """Plain text as one unit, or one unit per sentence."""
+    layout = Layout([], [])
+    _add_text(layout, text, split)
+    return layout
+
+
+class _HtmlCutter(HTMLParser):
+    """Records where each construct starts: markup and script/style/code stay verbatim, text becomes units."""
+
+    def __init__(self, markup: str):
+        super().__init__(convert_charrefs=True)
+        self.markup, self.skip = markup, 0
+        self.line_starts = [0] + [m.end() for m in re.finditer("\n", markup)]
+        self.marks: list[tuple[int, str | None]] = []  # (offset, decoded text, or None for verbatim)
+
+    def _mark(self, text: str | None = None) -> None:
+        """Note that a construct starts here (the parser's position) and, for translatable text, its text."""
+        line, col = self.getpos()
+        self.marks.append((self.line_starts[line - 1] + col, text))
+
+    def handle_starttag(self, tag, attrs):
+        self._mark()
+        if tag in SKIP_TAGS:
+            self.skip += 1
+
+    def handle_startendtag(self, tag, attrs):
+        self._mark()
+
+    def handle_endtag(self, tag):
+        self._mark()
+        if tag in SKIP_TAGS and self.skip:
+            self.skip -= 1
+
+    def handle_data(self, data):
+        self._mark(None if self.skip else data)
+
+    def handle_comment(self, data):
+        self._mark()
+
+    def handle_decl(self, decl):
+        self._mark()
+
+    def handle_pi(self, data):
+        self._mark()
+
+    def unknown_decl(self, data):
+        self._mark()
+
+    def layout(self, split: bool) -> Layout:
+        """Verbatim slices of the markup between constructs; runs of text joined and cut into units."""
+        layout, text = Layout([], [], escape=True), []
+        ends = [offset for offset, _ in self.marks[1:]] + [len(self.markup)]
+        for (offset, data), end in zip(self.marks, ends, strict=True):
+            if data is not None:
+                text.append(data)
+                continue
+            self._flush(layout, text, split)
+            layout.pieces.append(self.markup[offset:end])
+        self._flush(layout, text, split)
+        return layout
+
+    @staticmethod
+    def _flush(layout: Layout, text: list[str], split: bool) -> None:
+        """Add pending text as units; literal whitespace around them is re-escaped."""
+        if not text:
+            return
+        start = len(layout.pieces)
+        _add_text(layout, "".join(text), split)
+        text.clear()
+        for i in range(start, len(layout.pieces)):
+            piece = layout.pieces[i]
+            if isinstance(piece, str):
+                layout.pieces[i] = html.escape(piece, quote=False)
+
+
+def html_layout(markup: str, split: bool) -> Layout:
+    """HTML with its text nodes as units; translations are HTML-escaped when joined back."""
+    cutter = _HtmlCutter(markup)
+    cutter.feed(markup)
+    cutter.close()
+    return cutter.layout(split)

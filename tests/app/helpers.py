@@ -1,0 +1,122 @@
+"""Helpers for the HTTP tests: requests, server-sent event parsing, Prometheus text parsing, the offline oracle."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from dataclasses import dataclass
+
+import httpx
+
+from model.checkpoint import Checkpoint
+from model.generate import generate
+from model.params import DecodeParams
+from model.search import Request
+
+SAMPLE_LINE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)$")
+# forced-length generation: runs exactly 255 tokens (the tiny model's max_positions is 256)
+LONG = {"max_new_tokens": 255, "min_new_tokens": 255}
+
+
+def body(q, **extra) -> dict:
+    """An en->es /translate body."""
+    return {"q": q, "source": "en", "target": "es", **extra}
+
+
+def translate(url: str, q, timeout: float = 60.0, **extra) -> httpx.Response:
+    """POST /translate with a JSON body."""
+    return httpx.post(url + "/translate", json=body(q, **extra), timeout=timeout)
+
+
+def ok(url: str, q, **extra) -> dict:
+    """POST /translate and insist on 200; the JSON answer."""
+    r = translate(url, q, **extra)
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+@dataclass
+class Sse:
+    """One server-sent event."""
+
+    event: str
+    data: dict | None
+
+
+def parse_sse(text: str) -> list[Sse]:
+    """Events from an event-stream body (comments such as keep-alives are skipped)."""
+    events = []
+    for block in text.replace("\r\n", "\n").split("\n\n"):
+        name, data = "message", []
+        for line in block.split("\n"):
+            if line.startswith(":") or not line:
+                continue
+            field, _, value = line.partition(":")
+            value = value.removeprefix(" ")
+            if field == "event":
+                name = value
+            elif field == "data":
+                data.append(value)
+        if data:
+            events.append(Sse(name, json.loads("\n".join(data))))
+    return events
+
+
+def stream(url: str, q, **extra) -> tuple[httpx.Response, list[Sse]]:
+    """POST /translate with stream=true; the response and its events."""
+    payload = body(q, **{"stream": True, **extra})
+    with httpx.stream("POST", url + "/translate", json=payload, timeout=60) as r:
+        text = r.read().decode()
+    return r, parse_sse(text)
+
+
+def streamed_text(events: list[Sse], index: int = 0) -> str:
+    """Concatenated token.text of item `index`."""
+    return "".join(e.data["token"]["text"] for e in events if e.event == "token" and e.data["index"] == index)
+
+
+Samples = dict[tuple[str, frozenset], float]
+LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+
+
+def metrics(url: str) -> Samples:
+    """Samples of /metrics keyed by (name, labels), checking that every line is Prometheus text."""
+    r = httpx.get(url + "/metrics", timeout=10)
+    assert r.status_code == 200
+    assert r.headers["content-type"].startswith("text/plain")
+    out = {}
+    for line in r.text.splitlines():
+        if line and not line.startswith("#"):
+            m = SAMPLE_LINE.match(line)
+            assert m, f"not Prometheus text: {line!r}"
+            labels = frozenset(LABEL.findall(m.group(2) or ""))
+            out[(m.group(1), labels)] = float(m.group(3))
+    return out
+
+
+def value(samples: Samples, name: str, **labels: str) -> float:
+    """One sample's value (0 when absent: a labelled counter appears on first use)."""
+    return samples.get((name, frozenset(labels.items())), 0.0)
+
+
+def wait_for(predicate, timeout: float, interval: float = 0.05) -> float:
+    """Poll until predicate() is true; seconds it took (AssertionError on timeout)."""
+    start = time.monotonic()
+    while not predicate():
+        if time.monotonic() - start > timeout:
+            raise AssertionError(f"condition not met within {timeout}s")
+        time.sleep(interval)
+    return time.monotonic() - start
+
+
+def offline(ck: Checkpoint, text: str, **params) -> list[str]:
+    """The oracle: model.generate.generate on the checkpoint for one text; n-best texts."""
+    ids = ck.tokenizer.encode(text)
+    hyps = generate(ck.model, [Request(0, ids, DecodeParams(**params))])[0]
+    return [ck.tokenizer.decode(h.tokens) for h in hyps]
+
+
+def offline_hyps(ck: Checkpoint, text: str, **params):
+    """The oracle's hypotheses (tokens, score, finish_reason)."""
+    return generate(ck.model, [Request(0, ck.tokenizer.encode(text), DecodeParams(**params))])[0]

@@ -1,0 +1,92 @@
+"""Stage 5: assemble work/train.{en,es} and train the shared SentencePiece model work/spm.model."""
+
+import random
+import re
+import time
+
+import sentencepiece as spm
+
+from training.common import WORK, n_words, read_lines, write_lines
+
+SEED = 42
+VOCAB = 8000
+SOURCES = ("bible", "distilled")  # human pairs first: they win when an English side repeats
+HELD_OUT = ("dev", "test")
+
+
+def key(text: str) -> str:
+    """Loose matching key: lowercase letters and digits only."""
+    return re.sub(r"[^\w]+", "", text.lower())
+
+
+def keep_pair(en: str, es: str) -> bool:
+    """Length filter: 1..80 words per side and a word ratio within 1:2.5."""
+    a, b = n_words(en), n_words(es)
+    return 1 <= a <= 80 and 1 <= b <= 80 and 0.4 <= b / a <= 2.5
+
+
+def assemble() -> list[tuple[str, str]]:
+    """Merge the sources, drop held-out English, deduplicate, length-filter and shuffle."""
+    held = {key(en) for name in HELD_OUT for en in read_lines(WORK / f"{name}.en")}
+    seen: set[str] = set()
+    pairs = []
+    for name in SOURCES:
+        en_lines, es_lines = read_lines(WORK / f"{name}.en"), read_lines(WORK / f"{name}.es")
+        counts = {"read": len(en_lines), "held-out": 0, "duplicate": 0, "length": 0}
+        for en, es in zip(en_lines, es_lines, strict=True):
+            k = key(en)
+            if k in held:
+                counts["held-out"] += 1
+            elif k in seen:
+                counts["duplicate"] += 1
+            elif not keep_pair(en, es):
+                counts["length"] += 1
+            else:
+                seen.add(k)
+                pairs.append((en, es))
+        print(f"{name:10s} " + ", ".join(f"{k} {v}" for k, v in counts.items()))
+    random.Random(SEED).shuffle(pairs)
+    return pairs
+
+
+def train_spm(pairs: list[tuple[str, str]]) -> None:
+    """Train a shared unigram SentencePiece model on both sides of the training pairs."""
+    text = WORK / "spm_input.txt"
+    write_lines(text, [side for pair in pairs for side in pair])
+    spm.SentencePieceTrainer.train(
+        input=str(text),
+        model_prefix=str(WORK / "spm"),
+        vocab_size=VOCAB,
+        model_type="unigram",
+        pad_id=0,
+        eos_id=1,
+        unk_id=2,
+        bos_id=-1,
+        normalization_rule_name="nmt_nfkc",
+        character_coverage=0.9995,
+        input_sentence_size=1_000_000,
+        shuffle_input_sentence=True,
+        num_threads=2,
+        minloglevel=2,
+    )
+    text.unlink()
+
+
+def main() -> None:
+    """Write the training pairs, train SentencePiece and print counts."""
+    start = time.time()
+    pairs = assemble()
+    write_lines(WORK / "train.en", [en for en, _ in pairs])
+    write_lines(WORK / "train.es", [es for _, es in pairs])
+    print(f"train: {len(pairs)} pairs ({time.time() - start:.0f}s)")
+    train_spm(pairs)
+    sp = spm.SentencePieceProcessor(model_file=str(WORK / "spm.model"))
+    tokens = sum(len(sp.encode(es)) for _, es in pairs)
+    print(
+        f"spm: {sp.get_piece_size()} pieces, pad={sp.pad_id()} eos={sp.eos_id()} unk={sp.unk_id()} "
+        f"bos={sp.bos_id()}; {tokens} Spanish target tokens ({time.time() - start:.0f}s)"
+    )
+
+
+if __name__ == "__main__":
+    main()
