@@ -11,7 +11,7 @@ from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app import errors
-from app.api import health, info, translate
+from app.api import health, info, page, translate
 from app.errors import ApiError, error_body
 from app.service import Service
 from app.settings import Settings
@@ -68,5 +68,18 @@ def create_app(settings: Settings | None = None, service: Service | None = None)
     app.include_router(translate.router)
     app.include_router(health.router)
     app.include_router(info.router)
+    app.include_router(page.router)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes, on_error=count_failure)
+    app.openapi = with_schemas(app.openapi, translate.body_schemas())
     return app
+
+
+def with_schemas(openapi: Callable[[], dict], schemas: dict[str, dict]) -> Callable[[], dict]:
+    """FastAPI's OpenAPI generator, plus component schemas that routes reference by hand."""
+
+    def generate() -> dict:
+        spec = openapi()
+        spec.setdefault("components", {}).setdefault("schemas", {}).update(schemas)
+        return spec
+
+    return generate
