@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> None:
         host=settings.host,
         port=settings.port,
         log_level=settings.log_level,
-        timeout_graceful_shutdown=max(1, int(settings.drain_seconds)),
+        timeout_graceful_shutdown=5,  # after our own drain (drain_seconds), only stragglers are left
     )
     DrainingServer(config, app.state.service).run()
 

@@ -64,19 +64,16 @@ class Job:
         return units
 
     def submit(self) -> None:
-        """Queue every unit on the engine; all or nothing (503 overloaded, Retry-After)."""
+        """Queue every unit on the engine at once, or none (503 overloaded, Retry-After)."""
         loop = asyncio.get_running_loop()
         for i, item in enumerate(self.items):
             for u, unit in enumerate(item.units):
                 emit = lambda ev, i=i, u=u: loop.call_soon_threadsafe(self.queue.put_nowait, (i, u, ev))
                 unit.request = EngineRequest(unit.ids, self.params, emit)
-                try:
-                    self.entry.engine.submit(unit.request)
-                except Overloaded as exc:
-                    self.abort()
-                    raise ApiError(
-                        503, "overloaded", f"server overloaded: {exc}; retry later", {"Retry-After": "1"}
-                    ) from None
+        try:
+            self.entry.engine.submit(*(unit.request for item in self.items for unit in item.units))
+        except Overloaded as exc:
+            raise ApiError(503, "overloaded", f"server overloaded: {exc}; retry later", {"Retry-After": "1"}) from None
 
     def abort(self) -> None:
         """Stop every unit still queued or running (client gone, or a sibling failed)."""

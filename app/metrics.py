@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
 
 LATENCY = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 TOKENS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 BATCH = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+
+ERROR_TYPES = ("unsupported_language", "payload_too_large", "validation", "overloaded", "not_ready", "generation")
+FINISH_REASONS = ("eos", "length", "aborted")
+
+disable_created_metrics()  # no extra *_created gauges beside the contract's series
 
 
 class Metrics:
@@ -33,3 +38,10 @@ class Metrics:
         self.failures = Counter("mt_request_failures", "Failed requests", ["error_type"], registry=r)
         self.input_total = Counter("mt_input_tokens", "Source tokens", registry=r)
         self.generated_total = Counter("mt_generated_tokens", "Generated tokens", registry=r)
+        for kind in ERROR_TYPES:  # known series exist from the start, at 0
+            self.failures.labels(kind)
+
+    def add_model(self, name: str) -> None:
+        """Start a model's request counters at 0."""
+        for reason in FINISH_REASONS:
+            self.requests.labels(name, reason)

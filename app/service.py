@@ -113,17 +113,21 @@ class Service:
             reqs = [Request(j, ids, DecodeParams(beam_size=1 + (i + j) % 2, max_new_tokens=16)) for j in range(4)]
             generate(ck.model, reqs)
 
+    def broken(self) -> str | None:
+        """Why this process can never serve again (loading failed, an engine died), else None."""
+        if self.load_error:
+            return f"model loading failed: {self.load_error}"
+        dead = [name for name, m in self.models.items() if not m.engine.alive]
+        return f"engine stopped: {', '.join(dead)}" if dead else None
+
     def readiness(self) -> tuple[bool, str]:
         """(ready, reason): loaded, warmed up, every engine alive and not draining."""
-        if self.load_error:
-            return False, f"model loading failed: {self.load_error}"
+        if (why := self.broken()) is not None:
+            return False, why
         if not self.loaded:
             return False, "loading models"
         if self.draining:
             return False, "draining"
-        dead = [name for name, m in self.models.items() if not m.engine.alive]
-        if dead:
-            return False, f"engine stopped: {', '.join(dead)}"
         return True, "ready"
 
     def require_ready(self) -> None:

@@ -7,7 +7,8 @@ import re
 from dataclasses import dataclass
 from html.parser import HTMLParser
 
-SENTENCE_END = re.compile(r"(?<=[.!?…])[\"'»”)\]]*\s+(?=[\"'«“(\[¿¡]?[A-ZÁÉÍÓÚÑ0-9])")
+# a sentence ends with . ! ? … and any closing quotes/brackets; group 1 is the whitespace before the next one
+SENTENCE_END = re.compile(r"[.!?…][\"'»”)\]]*(\s+)(?=[\"'«“(\[¿¡]?[A-ZÁÉÍÓÚÑ0-9])")
 SKIP_TAGS = {"script", "style", "code", "pre", "textarea"}
 
 
@@ -40,8 +41,8 @@ def _add_text(layout: Layout, text: str, split: bool) -> None:
     pos = 0
     for match in SENTENCE_END.finditer(core) if split else ():
         layout.pieces.append(len(layout.units))
-        layout.units.append(core[pos : match.start()])
-        layout.pieces.append(match.group(0))
+        layout.units.append(core[pos : match.start(1)])
+        layout.pieces.append(match.group(1))
         pos = match.end()
     layout.pieces.append(len(layout.units))
     layout.units.append(core[pos:])
@@ -101,7 +102,7 @@ class _HtmlCutter(HTMLParser):
     def layout(self, split: bool) -> Layout:
         """Verbatim slices of the markup between constructs; runs of text joined and cut into units."""
         layout, text = Layout([], [], escape=True), []
-        ends = [offset for offset, _ in self.marks[1:]] + [len(self.markup)]
+        ends = [offset for offset, _ in self.marks[1:]] + [len(self.markup)] * bool(self.marks)
         for (offset, data), end in zip(self.marks, ends, strict=True):
             if data is not None:
                 text.append(data)

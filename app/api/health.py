@@ -11,9 +11,12 @@ router = APIRouter(prefix="/health")
 
 
 @router.get("/live")
-async def live() -> dict[str, str]:
-    """200 while the process runs."""
-    return {"status": "live"}
+async def live(service: ServiceDep) -> JSONResponse:
+    """200 while the process can serve (also while loading or draining); 503 once it never can: restart it."""
+    why = service.broken()
+    if why is None:
+        return JSONResponse({"status": "live"})
+    return JSONResponse({"status": "broken", "reason": why, "error_type": "not_ready"}, 503)
 
 
 @router.get("/ready")

@@ -11,6 +11,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import ValidationError
+from starlette.types import Receive, Scope, Send
 
 from app.errors import ApiError, describe_validation, error_body
 from app.job import Job
@@ -32,6 +33,14 @@ def get_service(request: Request) -> Service:
 ServiceDep = Annotated[Service, Depends(get_service)]
 
 BODY_SCHEMA = {"schema": {"$ref": "#/components/schemas/TranslateRequest"}}
+
+
+def body_schemas() -> dict[str, dict]:
+    """OpenAPI component schemas of the request body (the route reads it by hand, so FastAPI does not add them)."""
+    schema = TranslateRequest.model_json_schema(ref_template="#/components/schemas/{model}")
+    return {**schema.pop("$defs", {}), "TranslateRequest": schema}
+
+
 ERRORS = {code: {"model": ErrorBody} for code in (400, 403, 413, 422, 500, 503)}
 
 
@@ -186,8 +195,7 @@ async def translate(request: Request, service: ServiceDep):
         service.inflight -= 1
         raise
     if body.stream:
-        headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-        return StreamingResponse(sse(job, body, service), media_type="text/event-stream", headers=headers)
+        return JobStream(sse(job, body, service), job, service)
     try:
         await collect(job, request)
     finally:
@@ -212,6 +220,22 @@ async def collect(job: Job, request: Request) -> None:
     except BaseException:
         job.abort()
         raise
+
+
+class JobStream(StreamingResponse):
+    """The event stream of a job, released however the response ends (even when it never started)."""
+
+    def __init__(self, events: AsyncIterator[str], job: Job, service: Service):
+        headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+        super().__init__(events, media_type="text/event-stream", headers=headers)
+        self.job, self.service = job, service
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self.job.abort()
+            self.service.inflight -= 1
 
 
 def event(name: str, data: dict) -> str:
@@ -242,4 +266,3 @@ async def sse(job: Job, body: TranslateRequest, service: Service) -> AsyncIterat
         yield event("error", error_body(exc.message, exc.error_type))
     finally:
         job.abort()
-        service.inflight -= 1

@@ -38,6 +38,7 @@ class Engine:
         self.cache_tokens = 0
         self.stopping = False
         self.thread = threading.Thread(target=self._run, name=f"engine-{name}", daemon=True)
+        metrics.add_model(name)
 
     # --- called from other threads -------------------------------------------------------------
     def start(self) -> None:
@@ -49,13 +50,14 @@ class Engine:
         """True while the engine thread runs."""
         return self.thread.is_alive()
 
-    def submit(self, request: EngineRequest) -> None:
-        """Queue a request, or raise Overloaded at once when the queue is full."""
+    def submit(self, *requests: EngineRequest) -> None:
+        """Queue requests together (one job's units), or none: Overloaded at once when the queue is full."""
         with self.cv:
             if len(self.scheduler.waiting) >= self.max_queue:
                 raise Overloaded(f"queue full ({self.max_queue} waiting)")
-            self.scheduler.add(request)
-            self.metrics.waiting.inc()
+            for request in requests:
+                self.scheduler.add(request)
+            self.metrics.waiting.inc(len(requests))
             self.cv.notify()
 
     def abort(self, request: EngineRequest) -> None:

@@ -5,7 +5,11 @@ from __future__ import annotations
 import pytest
 import torch
 
+from app.engine.engine import Engine
+from app.engine.scheduler import Limits
+from app.metrics import Metrics
 from model.checkpoint import Checkpoint, load
+from tests.app.inprocess import POISON, Faulty
 from tests.server import ServerProcess
 
 torch.set_num_threads(1)  # like the server (OMP_NUM_THREADS=1): same kernels, same floating-point results
@@ -22,6 +26,30 @@ def server(native_dir):
 
 
 @pytest.fixture(scope="session")
+def small(native_dir):
+    """One row at a time, at most 2 waiting requests, keep-alive comments after 0.1 s of silence."""
+    args = ("--model", str(native_dir), "--max-queue", "2", "--max-batch-size", "1", "--warmup-rounds", "0")
+    proc = ServerProcess(*args, "--keepalive-seconds", "0.1").wait()
+    yield proc
+    proc.stop()
+
+
+@pytest.fixture(scope="session")
 def checkpoint(native_dir) -> Checkpoint:
     """The server's checkpoint, loaded in the test process (the offline oracle and the engine tests)."""
     return load(native_dir)
+
+
+@pytest.fixture
+def faulty(checkpoint) -> Faulty:
+    """The checkpoint's model wrapped to fail on demand."""
+    return Faulty(checkpoint.model, checkpoint.tokenizer.encode(POISON)[:-1])
+
+
+@pytest.fixture
+def engine(faulty):
+    """A running engine over the faulty model (8 rows, a 20 ms gathering window)."""
+    e = Engine("en-es", faulty, Limits(8, 65536, 4096), Metrics(), max_queue=64, max_wait_ms=20)
+    e.start()
+    yield e
+    e.stop()

@@ -159,7 +159,9 @@ def test_split_sentences(server, checkpoint):
     text = "The cat sleeps. The dog runs!  A big tree?\nGood night."
     sentences, seps = ["The cat sleeps.", "The dog runs!", "A big tree?", "Good night."], [" ", "  ", "\n", ""]
     answer = ok(server.url, text, parameters={"split_sentences": True})
-    expected = "".join(offline(checkpoint, s, max_new_tokens=DEFAULT_MAX_NEW)[0] + sep for s, sep in zip(sentences, seps, strict=True))
+    expected = "".join(
+        offline(checkpoint, s, max_new_tokens=DEFAULT_MAX_NEW)[0] + sep for s, sep in zip(sentences, seps, strict=True)
+    )
     assert answer["translatedText"] == expected
     assert answer["details"]["input_tokens"] == sum(len(checkpoint.tokenizer.encode(s)) for s in sentences)
     whole = ok(server.url, text)["translatedText"]
@@ -196,7 +198,9 @@ def test_html_keeps_markup(server, checkpoint):
     )
     answer = ok(server.url, markup, format="html")
     assert answer["translatedText"] == expected
-    assert answer["details"]["input_tokens"] == sum(len(checkpoint.tokenizer.encode(s)) for s in ("The cat sleeps", "in the house"))
+    assert answer["details"]["input_tokens"] == sum(
+        len(checkpoint.tokenizer.encode(s)) for s in ("The cat sleeps", "in the house")
+    )
     plain = ok(server.url, "<b>the cat</b>")["translatedText"]  # format text: markup is just text
     assert plain == offline(checkpoint, "<b>the cat</b>", max_new_tokens=DEFAULT_MAX_NEW)[0]
 
@@ -253,3 +257,8 @@ def test_source_auto(server, checkpoint):
     r = httpx.post(server.url + "/translate", json={"q": TEXTS[0], "target": "es"}, timeout=60)
     assert r.status_code == 200
     assert r.json()["translatedText"] == offline(checkpoint, TEXTS[0], max_new_tokens=DEFAULT_MAX_NEW)[0]
+
+
+def test_api_key_is_ignored_without_configured_keys(server):
+    """api_key is accepted (LibreTranslate clients send it) and not checked when no keys are configured."""
+    assert ok(server.url, TEXTS[0], api_key="anything")["translatedText"] == ok(server.url, TEXTS[0])["translatedText"]

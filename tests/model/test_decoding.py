@@ -89,7 +89,7 @@ def test_eos_reached_when_it_is_the_only_choice():
 def test_no_repeat_ngram_blocks_repeats(model):
     hyp = generate(model, [Request(0, _src(1), DecodeParams(no_repeat_ngram_size=2, max_new_tokens=25))])[0][0]
     seq = [0, *hyp.tokens]
-    bigrams = list(zip(seq, seq[1:]))
+    bigrams = list(zip(seq, seq[1:], strict=False))
     assert len(bigrams) == len(set(bigrams))
     assert banned_ngram_tokens([5, 6, 7, 5], 2) == [6]
     assert banned_ngram_tokens([5, 6, 7], 3) == []
