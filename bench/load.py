@@ -1,15 +1,18 @@
 """Serving benchmark: the HTTP server under load vs the offline engine vs one request at a time.
 
-    python -m bench.load                    # full run (built-in model), updates docs/benchmarks.md + PNG
-    python -m bench.load --tiny --requests 16 --concurrency 8 --single-requests 4 --rates 2 \\
-        --poisson-seconds 3 --out /tmp/bench.md   # smoke run on a random tiny model
+    python -m bench.load            # full run on model/builtin/en-es (~7 min on 2 idle cores): writes the
+                                    # "## Serving" section of docs/benchmarks.md and docs/latency_vs_load.png
+    python -m bench.load --tiny --requests 16 --concurrency 8 --batch-size 8 --single-requests 4 \\
+        --new-tokens 16 --rates 2 --poisson-seconds 3 --out /tmp/bench/benchmarks.md   # smoke run (~1 min)
 
 Compares, on the same weights, the same source sentences and the same decoding work (greedy, exactly
 --new-tokens tokens per request: max_new_tokens = min_new_tokens):
   (a) the real server (`python -m app`, --max-batch-size 64) driven by 64 concurrent clients (closed loop);
   (b) the engine offline: `model.generate.generate` in-process on batches of 64 (the server's DecodeBatch code);
   (c) the same weights served one request at a time: a server with --max-batch-size 1 and one client.
-Then Poisson arrivals at several rates (fractions of (a)'s throughput) give latency and TTFT against load.
+For reference, (a') repeats (a) with streaming toggled and (c') drives the (a) server with one client. Then
+Poisson arrivals at several rates (fractions of (a)'s throughput) give latency and TTFT against load.
+Only 127.0.0.1 is used; every loop is bounded in requests (--requests, ...) and time (--timeout, --phase-budget).
 """
 
 from __future__ import annotations
@@ -76,8 +79,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--natural", action="store_true", help="also (a) and (b) at natural length (EOS allowed)")
     p.add_argument("--natural-max-tokens", type=int, default=128, help="max_new_tokens of --natural (128)")
     p.add_argument("--no-stream", action="store_true", help="plain JSON requests (no TTFT) instead of SSE")
-    p.add_argument("--skip-extra", action="store_true", help="no (c') row (batching server, one client)")
-    p.add_argument("--fractions", type=floats, default=[0.25, 0.5, 0.75, 0.9, 1.0], help="Poisson rates, x (a)")
+    p.add_argument("--skip-extra", action="store_true", help="skip the reference rows (a') and (c')")
+    p.add_argument(
+        "--fractions",
+        type=floats,
+        default=[0.25, 0.5, 0.75, 0.9, 1.0],
+        help="Poisson rates as fractions of (a)'s req/s (0.25,0.5,0.75,0.9,1)",
+    )
     p.add_argument("--rates", type=floats, help="Poisson rates in requests/s (overrides --fractions)")
     p.add_argument("--poisson-seconds", type=float, default=30.0, help="arrivals span this long per rate (30)")
     p.add_argument("--poisson-max-requests", type=int, default=2000, help="cap per rate (2000)")

@@ -71,9 +71,15 @@ class DecodeBatch:
             start += g.width
         return self._select(groups, rows, self.tokens[rows] if rows else self.tokens[:0])
 
-    def _select(self, groups: list[Group], rows: list[int], tokens: Tensor) -> DecodeBatch:
-        """A batch of `groups` whose rows come from `rows` of this one."""
+    def _select(self, groups: list[Group], rows: list[int], tokens: Tensor, same_layout: bool = False) -> DecodeBatch:
+        """A batch of `groups` whose rows come from `rows` of this one (`same_layout`: the same groups with the
+        same widths, each row's parent in its own group)."""
         if rows == list(range(self.rows)):
+            return DecodeBatch(groups, self.cache, tokens)
+        if same_layout:
+            # Same requests, same widths: only beams moved within their own request, whose rows share one
+            # source, so reorder the self-attention K/V in place and leave the cross-attention K/V alone.
+            self.cache.reorder_(torch.tensor(rows, dtype=torch.long, device=tokens.device))
             return DecodeBatch(groups, self.cache, tokens)
         return DecodeBatch(groups, self.cache.select(rows), tokens)
 
@@ -83,8 +89,15 @@ class DecodeBatch:
         logits = model.decode_step(self.tokens, self.cache).float()  # (N, V)
         logprobs = logits.log_softmax(-1)
         params = [g.params for g in self.groups for _ in range(g.width)]
-        beam_rows = torch.tensor([p.beam_size > 1 for p in params], device=logits.device)
-        scores = torch.where(beam_rows[:, None], logprobs, logits) if bool(beam_rows.any()) else logits.clone()
+        widths = [g.width for g in self.groups]
+        is_beam = [p.beam_size > 1 for p in params]
+        n_beam = sum(is_beam)
+        if n_beam == len(params):
+            scores = logprobs  # modified in place below: greedy rows never read logprobs at pad/start
+        elif n_beam == 0:
+            scores = logits
+        else:
+            scores = torch.where(torch.tensor(is_beam, device=logits.device)[:, None], logprobs, logits)
         scores[:, cfg.pad_id] = float("-inf")
         scores[:, cfg.decoder_start_id] = float("-inf")
         early = [g.steps < g.params.min_new_tokens for g in self.groups for _ in range(g.width)]
@@ -92,21 +105,47 @@ class DecodeBatch:
             suppress(scores, cfg.eos_id, torch.tensor(early, device=logits.device))
         if any(p.repetition_penalty != 1.0 or p.no_repeat_ngram_size for p in params):
             apply_penalties(scores, [h for g in self.groups for h in g.histories()], params)
-        choice = scores.argmax(-1).tolist()
+        choice = picked = cands = None
+        if n_beam < len(params):  # greedy rows: first maximum, and its log-probability, in one pass each
+            best = scores.max(-1).indices
+            choice = best.tolist()
+            picked = logprobs.gather(1, best[:, None])[:, 0].tolist()
+        if n_beam:  # beam rows: each row's top 2*beam (the group's best 2*beam are among them) plus its score
+            k = 2 * max(p.beam_size for p in params)
+            rows = None if n_beam == len(params) else torch.tensor(is_beam, device=logits.device).nonzero()[:, 0]
+            block = scores if rows is None else scores.index_select(0, rows)
+            cum = torch.tensor(
+                [s for g in self.groups if g.params.beam_size > 1 for s in g.scores], device=logits.device
+            )
+            top, idx = block.topk(min(k, block.shape[1]), dim=-1)
+            cands = _BeamCandidates((top + cum[:, None]).tolist(), idx.tolist(), rows)
         outputs, groups, parents, new_tokens, row = [], [], [], [], 0
         for g in self.groups:
             width = g.width
-            rows = g.advance(scores, logprobs, row, choice)
+            rows_ = g.advance(scores, logprobs, row, choice, picked, cands)
             row += width
             if g.width == 0:
                 outputs.append(StepOutput(g.request.id, _last(g, width), g.result()))
                 continue
             groups.append(g)
-            parents.extend(rows)
+            parents.extend(rows_)
             new_tokens.extend(b[-1] for b in g.beams)
             outputs.append(StepOutput(g.request.id, g.beams[0][-1] if g.params.beam_size == 1 else None))
         tokens = torch.tensor(new_tokens, dtype=torch.long, device=self.tokens.device)
-        return self._select(groups, parents, tokens), outputs
+        same_layout = len(groups) == len(self.groups) and [g.width for g in groups] == widths
+        return self._select(groups, parents, tokens, same_layout), outputs
+
+
+class _BeamCandidates:
+    """Per beam row: its best candidates' cumulative scores and token ids (python lists), by batch row."""
+
+    def __init__(self, scores: list[list[float]], tokens: list[list[int]], rows: Tensor | None):
+        self.scores, self.tokens = scores, tokens
+        self.position = None if rows is None else {r: i for i, r in enumerate(rows.tolist())}
+
+    def row(self, r: int) -> tuple[list[float], list[int]]:
+        i = r if self.position is None else self.position[r]
+        return self.scores[i], self.tokens[i]
 
 
 def _last(group: Group, width: int) -> int | None:

@@ -30,6 +30,8 @@ class DecoderCache:
     src_mask: Tensor  # (N, S) bool, True for real source tokens
     lengths: Tensor  # (N,) long: positions decoded so far
     max_length: int  # python copy of lengths.max(), so steps need no device sync
+    uniform: bool = False  # every row has decoded max_length positions (python copy, no sync)
+    spare: tuple[Tensor, Tensor] | None = None  # second self K/V buffer pair for in-place beam reorders
 
     @classmethod
     def create(cls, cross_k: Tensor, cross_v: Tensor, src_mask: Tensor, capacity: int = GROW) -> DecoderCache:
@@ -37,7 +39,7 @@ class DecoderCache:
         n_layers, n, heads, _, dim = cross_k.shape
         buf = cross_k.new_zeros(n_layers, n, heads, capacity, dim)
         lengths = torch.zeros(n, dtype=torch.long, device=cross_k.device)
-        return cls(buf, buf.clone(), cross_k, cross_v, src_mask, lengths, 0)
+        return cls(buf, buf.clone(), cross_k, cross_v, src_mask, lengths, 0, True)
 
     @property
     def rows(self) -> int:
@@ -58,14 +60,20 @@ class DecoderCache:
 
     def write(self, layer: int, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
         """Store one new position per row (k, v: (N, H, D)); return the keys/values to attend over."""
-        rows = torch.arange(self.rows, device=k.device)
-        self.self_k[layer, rows, :, self.lengths] = k
-        self.self_v[layer, rows, :, self.lengths] = v
         t = self.max_length + 1
+        if self.uniform:  # all rows write the same position: a strided copy, no index_put
+            self.self_k[layer, :, :, t - 1] = k
+            self.self_v[layer, :, :, t - 1] = v
+        else:
+            rows = torch.arange(self.rows, device=k.device)
+            self.self_k[layer, rows, :, self.lengths] = k
+            self.self_v[layer, rows, :, self.lengths] = v
         return self.self_k[layer, :, :, :t], self.self_v[layer, :, :, :t]  # (N, H, t, D)
 
-    def self_mask(self) -> Tensor:
-        """Keys each row may see at the current step."""
+    def self_mask(self) -> Tensor | None:
+        """Keys each row may see at the current step (None: all of them)."""
+        if self.uniform:
+            return None
         t = self.max_length + 1
         pos = torch.arange(t, device=self.lengths.device)
         return (pos[None, :] <= self.lengths[:, None])[:, None, None, :]  # (N, 1, 1, t)
@@ -81,6 +89,7 @@ class DecoderCache:
         lengths = self.lengths.index_select(0, index)
         src_mask = self.src_mask.index_select(0, index)
         max_length = int(lengths.max()) if len(index) else 0
+        uniform = self.uniform or (len(index) > 0 and int(lengths.min()) == max_length)
         s = int(src_mask.sum(1).max()) if len(index) else 0
         t = min(self.capacity, max(max_length + GROW, GROW))
         return DecoderCache(
@@ -91,7 +100,22 @@ class DecoderCache:
             src_mask[:, :s],
             lengths,
             max_length,
+            uniform,
         )
+
+    def reorder_(self, index: Tensor) -> None:
+        """In place, row i takes row index[i]'s self-attention state; every index[i] must hold the same source
+        as row i (beams of one request), so the cross-attention K/V stay as they are. Gathers only the positions
+        decoded so far into a second buffer kept for the purpose (no allocation, no page faults)."""
+        t = self.max_length
+        if self.spare is None or self.spare[0].shape != self.self_k.shape:
+            self.spare = (torch.zeros_like(self.self_k), torch.zeros_like(self.self_v))
+        k, v = self.spare
+        torch.index_select(self.self_k[:, :, :, :t], 1, index, out=k[:, :, :, :t])
+        torch.index_select(self.self_v[:, :, :, :t], 1, index, out=v[:, :, :, :t])
+        self.spare, self.self_k, self.self_v = (self.self_k, self.self_v), k, v
+        if not self.uniform:
+            self.lengths = self.lengths.index_select(0, index)
 
     def filter(self, keep: list[int]) -> DecoderCache:
         """Keep only rows `keep`."""
@@ -114,6 +138,7 @@ class DecoderCache:
             torch.cat([_pad_dim(self.src_mask, 1, s), _pad_dim(other.src_mask, 1, s)]),
             torch.cat([self.lengths, other.lengths]),
             max(self.max_length, other.max_length),
+            self.uniform and other.uniform and self.max_length == other.max_length,
         )
 
     def tokens(self) -> int:

@@ -74,17 +74,21 @@ class Group:
         """Decoder inputs per row (start token included), as penalties see them."""
         return [[self.start_id, *b] for b in self.beams]
 
-    def advance(self, scores: Tensor, logprobs: Tensor, first_row: int, choice: list[int]) -> list[int]:
+    def advance(self, scores, logprobs, first_row, choice, picked, cands) -> list[int]:
         """Choose this step's tokens; return parent rows (global) of the rows that go on."""
         if self.params.beam_size == 1:
-            return self._advance_single(scores, logprobs, first_row, choice)
-        return self._advance_beams(scores, first_row)
+            return self._advance_single(scores, logprobs, first_row, choice, picked)
+        return self._advance_beams(cands, first_row, scores.shape[1])
 
-    def _advance_single(self, scores: Tensor, logprobs: Tensor, row: int, choice: list[int]) -> list[int]:
+    def _advance_single(self, scores: Tensor, logprobs: Tensor, row: int, choice: list[int], picked) -> list[int]:
         """Greedy or sampled next token for a one-row request."""
-        token = sample(scores[row], self.params, self.generator) if self.params.sampling else choice[row]
+        if self.params.sampling:
+            token = sample(scores[row], self.params, self.generator)
+            self.scores[0] += float(logprobs[row, token])
+        else:
+            token = choice[row]
+            self.scores[0] += picked[row]
         self.steps += 1
-        self.scores[0] += float(logprobs[row, token])
         if token == self.eos_id or self.steps >= self.params.max_new_tokens:
             reason = "eos" if token == self.eos_id else "length"
             tokens = self.beams[0] + ([] if token == self.eos_id else [token])
@@ -98,15 +102,17 @@ class Group:
         """Length penalty as transformers applies it: score / length ** length_penalty."""
         return score / (length**self.params.length_penalty)
 
-    def _advance_beams(self, scores: Tensor, first_row: int) -> list[int]:
+    def _advance_beams(self, cands, first_row: int, vocab: int) -> list[int]:
         """One beam-search step with transformers' semantics (2·B candidates, top-B finish, heuristic stop)."""
         p, width = self.params, self.width
-        block = scores[first_row : first_row + width] + torch.tensor(self.scores, device=scores.device)[:, None]
-        vocab = block.shape[1]
-        top_scores, top_idx = torch.topk(block.reshape(-1), min(2 * p.beam_size, block.numel()))
+        pool = []
+        for parent in range(width):
+            row_scores, row_tokens = cands.row(first_row + parent)
+            pool.extend((s, parent * vocab + t) for s, t in zip(row_scores, row_tokens, strict=True))
+        pool.sort(key=lambda c: (-c[0], c[1]))
         length = self.steps + 1
         beams, running, parents = [], [], []
-        for rank, (score, idx) in enumerate(zip(top_scores.tolist(), top_idx.tolist(), strict=True)):
+        for rank, (score, idx) in enumerate(pool[: min(2 * p.beam_size, width * vocab)]):
             parent, token = divmod(idx, vocab)
             if token == self.eos_id or length >= p.max_new_tokens:
                 if rank < p.beam_size and self.can_improve and score > DEAD / 2:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from model.cache import DecoderCache
@@ -101,7 +102,10 @@ class Seq2SeqTransformer(nn.Module):
 
     def _logits(self, x: Tensor) -> Tensor:
         """Final norm (pre-LN) and projection to the target vocabulary."""
-        logits = self.out_proj(self.decoder_norm(x))
+        x = self.decoder_norm(x)
+        if type(self.out_proj) is nn.Linear:  # bias fused into the GEMM (quantized modules keep the slow path)
+            return F.linear(x, self.out_proj.weight, self.final_logits_bias)
+        logits = self.out_proj(x)
         return logits if self.final_logits_bias is None else logits + self.final_logits_bias
 
     def encode(self, src: Tensor, src_mask: Tensor) -> Tensor:
