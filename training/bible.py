@@ -52,8 +52,7 @@ def main() -> None:
     write_lines(WORK / "bible.en", [en for en, _ in pairs])
     write_lines(WORK / "bible.es", [es for _, es in pairs])
     print(
-        f"WEB {len(english)} verses, RV1909 {len(spanish)} verses, kept {len(pairs)} pairs "
-        f"({time.time() - start:.0f}s)"
+        f"WEB {len(english)} verses, RV1909 {len(spanish)} verses, kept {len(pairs)} pairs ({time.time() - start:.0f}s)"
     )
 
 

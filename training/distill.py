@@ -22,9 +22,7 @@ SPACE_BEFORE_PUNCT = re.compile(r"\s+([.,;:!?])")
 def apertium(sentences: list[str]) -> list[str]:
     """Translate sentences with `apertium eng-spa`, one blank-line-separated block per sentence."""
     text = "".join(f"{s}\n\n" for s in sentences)
-    out = subprocess.run(
-        ["apertium", "eng-spa"], input=text, capture_output=True, text=True, check=True
-    ).stdout
+    out = subprocess.run(["apertium", "eng-spa"], input=text, capture_output=True, text=True, check=True).stdout
     blocks = [clean(b) for b in BLANK.split(out.strip())]
     if len(blocks) == len(sentences):
         return blocks

@@ -28,10 +28,7 @@ def main() -> None:
         "chrf_signature": str(chrf_metric.get_signature()),
     }
     (WORK / "teacher_scores.json").write_text(json.dumps(scores, indent=2) + "\n", encoding="utf-8")
-    print(
-        f"BLEU {bleu.score:.1f}  chrF {chrf.score:.1f}  on {len(sources)} sentences "
-        f"({time.time() - start:.0f}s)"
-    )
+    print(f"BLEU {bleu.score:.1f}  chrF {chrf.score:.1f}  on {len(sources)} sentences ({time.time() - start:.0f}s)")
 
 
 if __name__ == "__main__":
