@@ -6,20 +6,11 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 
+from tests import contract
 from tests.app.helpers import LONG, body, metrics, ok, value, wait_for
+from tests.contract import GAUGES, HISTOGRAMS
 
-HISTOGRAMS = [
-    "mt_time_to_first_token_seconds",
-    "mt_inter_token_latency_seconds",
-    "mt_request_queue_time_seconds",
-    "mt_request_duration_seconds",
-    "mt_batch_size",
-    "mt_step_duration_seconds",
-    "mt_request_input_tokens",
-    "mt_request_generated_tokens",
-]
-GAUGES = ["mt_requests_running", "mt_requests_waiting", "mt_cache_tokens"]
-COUNTERS = ["mt_requests", "mt_request_failures", "mt_input_tokens", "mt_generated_tokens"]
+COUNTERS = [name.removesuffix("_total") for name in contract.COUNTERS]  # family names
 LABELS = {"model", "phase", "finish_reason", "error_type", "le"}
 TEXTS = ["the cat sleeps", "a big red dog runs in the city", "hello world", "good night"]
 

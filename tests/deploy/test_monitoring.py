@@ -9,6 +9,8 @@ import re
 import pytest
 import yaml
 
+from tests import contract
+
 from .helpers import (
     DASHBOARD,
     GRAFANA_DIR,
@@ -23,24 +25,8 @@ from .helpers import (
     run,
 )
 
-# The server's metrics: names by type, and the labels each may carry.
-HISTOGRAMS = {
-    "mt_time_to_first_token_seconds",
-    "mt_inter_token_latency_seconds",
-    "mt_request_queue_time_seconds",
-    "mt_request_duration_seconds",
-    "mt_batch_size",
-    "mt_step_duration_seconds",
-    "mt_request_input_tokens",
-    "mt_request_generated_tokens",
-}
-GAUGES = {"mt_requests_running", "mt_requests_waiting", "mt_cache_tokens"}
-COUNTERS = {
-    "mt_requests_total",
-    "mt_request_failures_total",
-    "mt_input_tokens_total",
-    "mt_generated_tokens_total",
-}
+# The server's metrics: names by type (the contract's), and the labels each may carry.
+HISTOGRAMS, GAUGES, COUNTERS = set(contract.HISTOGRAMS), set(contract.GAUGES), set(contract.COUNTERS)
 METRIC_LABELS = {
     "mt_requests_total": {"model", "finish_reason"},
     "mt_request_failures_total": {"error_type"},

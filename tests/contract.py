@@ -1,0 +1,14 @@
+"""Names the HTTP contract (docs/api.md) fixes, shared by the tests that check them."""
+
+HISTOGRAMS = (
+    "mt_time_to_first_token_seconds",
+    "mt_inter_token_latency_seconds",
+    "mt_request_queue_time_seconds",
+    "mt_request_duration_seconds",
+    "mt_batch_size",
+    "mt_step_duration_seconds",
+    "mt_request_input_tokens",
+    "mt_request_generated_tokens",
+)
+GAUGES = ("mt_requests_running", "mt_requests_waiting", "mt_cache_tokens")
+COUNTERS = ("mt_requests_total", "mt_request_failures_total", "mt_input_tokens_total", "mt_generated_tokens_total")
