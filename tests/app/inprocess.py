@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+import time
 
 import torch
 
@@ -25,6 +26,7 @@ class Faulty:
     def __init__(self, model, poison: list[int]):
         self.model, self.poison = model, torch.tensor(poison)
         self.step_error: BaseException | None = None
+        self.step_delay = 0.0  # seconds per decode step: a slow model, so timing cannot decide a test
         self.encoded: list[int] = []  # batch sizes encode saw
 
     def __getattr__(self, name):
@@ -41,6 +43,8 @@ class Faulty:
         if self.step_error is not None:
             error, self.step_error = self.step_error, None
             raise error
+        if self.step_delay:
+            time.sleep(self.step_delay)
         return self.model.decode_step(tokens, cache)
 
 

@@ -108,7 +108,9 @@ def test_errors_before_streaming_are_json(server):
 def test_keep_alive_comments_during_silence(small):
     """A beam search sends nothing until done: meanwhile `: keep-alive` comments keep the connection warm."""
     payload = body(
-        "the cat sleeps", stream=True, parameters={"beam_size": 4, "min_new_tokens": 255, "max_new_tokens": 255}
+        ["the cat sleeps", "a dog runs"],  # two long beam searches, one after the other (one row at a time)
+        stream=True,
+        parameters={"beam_size": 4, "min_new_tokens": 255, "max_new_tokens": 255},
     )
     with httpx.stream("POST", small.url + "/translate", json=payload, timeout=60) as r:
         raw = r.read().decode()
