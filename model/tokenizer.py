@@ -82,9 +82,7 @@ class IncrementalDetokenizer:
     def _delta(self, final: bool) -> str:
         """New text since the last delta, held back while it ends in a replacement character."""
         text = self.tokenizer.decode(self.ids)
-        if not final and (text.endswith("\ufffd") or not text.startswith(self.text)):
-            return ""
-        if not text.startswith(self.text):
+        if not text.startswith(self.text) or (not final and text.endswith("\ufffd")):
             return ""
         delta, self.text = text[len(self.text) :], text
         return delta
