@@ -118,7 +118,7 @@ class DecodeBatch:
                 [s for g in self.groups if g.params.beam_size > 1 for s in g.scores], device=logits.device
             )
             top, idx = block.topk(min(k, block.shape[1]), dim=-1)
-            cands = _BeamCandidates((top + cum[:, None]).tolist(), idx.tolist(), rows)
+            cands = BeamCandidates((top + cum[:, None]).tolist(), idx.tolist(), rows)
         outputs, groups, parents, new_tokens, row = [], [], [], [], 0
         for g in self.groups:
             width = g.width
@@ -136,7 +136,7 @@ class DecodeBatch:
         return self._select(groups, parents, tokens, same_layout), outputs
 
 
-class _BeamCandidates:
+class BeamCandidates:
     """Per beam row: its best candidates' cumulative scores and token ids (python lists), by batch row."""
 
     def __init__(self, scores: list[list[float]], tokens: list[list[int]], rows: Tensor | None):

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
+
+if TYPE_CHECKING:
+    from model.batch import BeamCandidates
 
 from model.params import DecodeParams
 from model.processors import sample
@@ -74,13 +78,23 @@ class Group:
         """Decoder inputs per row (start token included), as penalties see them."""
         return [[self.start_id, *b] for b in self.beams]
 
-    def advance(self, scores, logprobs, first_row, choice, picked, cands) -> list[int]:
+    def advance(
+        self,
+        scores: Tensor,
+        logprobs: Tensor,
+        first_row: int,
+        choice: list[int] | None,
+        picked: list[float] | None,
+        cands: BeamCandidates | None,
+    ) -> list[int]:
         """Choose this step's tokens; return parent rows (global) of the rows that go on."""
         if self.params.beam_size == 1:
             return self._advance_single(scores, logprobs, first_row, choice, picked)
         return self._advance_beams(cands, first_row, scores.shape[1])
 
-    def _advance_single(self, scores: Tensor, logprobs: Tensor, row: int, choice: list[int], picked) -> list[int]:
+    def _advance_single(
+        self, scores: Tensor, logprobs: Tensor, row: int, choice: list[int] | None, picked: list[float] | None
+    ) -> list[int]:
         """Greedy or sampled next token for a one-row request."""
         if self.params.sampling:
             token = sample(scores[row], self.params, self.generator)
@@ -90,19 +104,20 @@ class Group:
             self.scores[0] += picked[row]
         self.steps += 1
         if token == self.eos_id or self.steps >= self.params.max_new_tokens:
-            reason = "eos" if token == self.eos_id else "length"
-            tokens = self.beams[0] + ([] if token == self.eos_id else [token])
-            self.finished = [Hypothesis(tokens, self._normalise(self.scores[0], self.steps), reason)]
+            self.finished = [self._hypothesis(self.beams[0], token, self.scores[0], self.steps)]
             self.beams = []
             return []
         self.beams[0] = self.beams[0] + [token]
         return [row]
 
-    def _normalise(self, score: float, length: int) -> float:
-        """Length penalty as transformers applies it: score / length ** length_penalty."""
-        return score / (length**self.params.length_penalty)
+    def _hypothesis(self, prefix: list[int], token: int, score: float, length: int) -> Hypothesis:
+        """A finished output ending in `token` (EOS is not kept), scored as transformers scores it:
+        score / length ** length_penalty."""
+        reason = "eos" if token == self.eos_id else "length"
+        tokens = prefix if token == self.eos_id else prefix + [token]
+        return Hypothesis(tokens, score / (length**self.params.length_penalty), reason)
 
-    def _advance_beams(self, cands, first_row: int, vocab: int) -> list[int]:
+    def _advance_beams(self, cands: BeamCandidates, first_row: int, vocab: int) -> list[int]:
         """One beam-search step with transformers' semantics (2·B candidates, top-B finish, heuristic stop)."""
         p, width = self.params, self.width
         pool = []
@@ -116,9 +131,7 @@ class Group:
             parent, token = divmod(idx, vocab)
             if token == self.eos_id or length >= p.max_new_tokens:
                 if rank < p.beam_size and self.can_improve and score > DEAD / 2:
-                    tokens = self.beams[parent] + ([] if token == self.eos_id else [token])
-                    reason = "eos" if token == self.eos_id else "length"
-                    self.finished.append(Hypothesis(tokens, self._normalise(score, length), reason))
+                    self.finished.append(self._hypothesis(self.beams[parent], token, score, length))
             elif len(beams) < p.beam_size:
                 beams.append(self.beams[parent] + [token])
                 running.append(score)
