@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from app.engine.engine import Overloaded
 from app.engine.request import EngineRequest, Event, Failed, Finished, Token
 from app.errors import ApiError
+from app.mailbox import mailbox
 from app.service import ModelEntry
 from app.text import Layout
 from model.params import DecodeParams
@@ -65,10 +66,10 @@ class Job:
 
     def submit(self) -> None:
         """Queue every unit on the engine at once, or none (503 overloaded, Retry-After)."""
-        loop = asyncio.get_running_loop()
+        post = mailbox(asyncio.get_running_loop()).post
         for i, item in enumerate(self.items):
             for u, unit in enumerate(item.units):
-                emit = lambda ev, i=i, u=u: loop.call_soon_threadsafe(self.queue.put_nowait, (i, u, ev))
+                emit = lambda ev, i=i, u=u: post(self.queue.put_nowait, (i, u, ev))
                 unit.request = EngineRequest(unit.ids, self.params, emit)
         try:
             self.entry.engine.submit(*(unit.request for item in self.items for unit in item.units))
@@ -86,6 +87,13 @@ class Job:
     def finished(self) -> bool:
         """Every unit of every item has a result."""
         return all(item.finished for item in self.items)
+
+    async def next_event(self, timeout: float) -> tuple[int, int, Event]:
+        """The next engine event as (item, unit, event); TimeoutError after `timeout` seconds of silence."""
+        if not self.queue.empty():
+            return self.queue.get_nowait()
+        async with asyncio.timeout(timeout):  # no task per event, unlike wait_for on Python 3.11
+            return await self.queue.get()
 
     def start(self) -> list[tuple[int, str]]:
         """Literal text before each item's first unit (all of it when the item has none), as (index, text)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Hashable, Iterable
 
 import torch
@@ -53,35 +54,35 @@ class DecodeBatch:
         return [g.request.id for g in self.groups]
 
     def concat(self, other: DecodeBatch) -> DecodeBatch:
-        """This batch's rows followed by `other`'s."""
+        """This batch's rows followed by `other`'s; consumes both (the cache grows in place)."""
         if not self.groups:
             return other
-        return DecodeBatch(
-            self.groups + other.groups, self.cache.concat(other.cache), torch.cat([self.tokens, other.tokens])
-        )
+        self.cache.append_(other.cache)
+        return DecodeBatch(self.groups + other.groups, self.cache, torch.cat([self.tokens, other.tokens]))
 
     def filter(self, keep: Iterable[Hashable]) -> DecodeBatch:
-        """Only the requests whose ids are in `keep` (aborted ones leave)."""
+        """Only the requests whose ids are in `keep` (aborted ones leave); consumes this batch."""
         keep = set(keep)
-        rows, groups, start = [], [], 0
+        kept, start = [], 0
         for g in self.groups:
             if g.request.id in keep:
-                rows.extend(range(start, start + g.width))
-                groups.append(g)
+                kept.append((g, start, g.width, list(range(start, start + g.width))))
             start += g.width
-        return self._select(groups, rows, self.tokens[rows] if rows else self.tokens[:0])
+        groups, parents = self._rearrange(kept)
+        return DecodeBatch(groups, self.cache, self.tokens[parents] if parents else self.tokens[:0])
 
-    def _select(self, groups: list[Group], rows: list[int], tokens: Tensor, same_layout: bool = False) -> DecodeBatch:
-        """A batch of `groups` whose rows come from `rows` of this one (`same_layout`: the same groups with the
-        same widths, each row's parent in its own group)."""
-        if rows == list(range(self.rows)):
-            return DecodeBatch(groups, self.cache, tokens)
-        if same_layout:
-            # Same requests, same widths: only beams moved within their own request, whose rows share one
-            # source, so reorder the self-attention K/V in place and leave the cross-attention K/V alone.
-            self.cache.reorder_(torch.tensor(rows, dtype=torch.long, device=tokens.device))
-            return DecodeBatch(groups, self.cache, tokens)
-        return DecodeBatch(groups, self.cache.select(rows), tokens)
+    def _rearrange(self, kept: list[tuple[Group, int, int, list[int]]]) -> tuple[list[Group], list[int]]:
+        """Lay out the groups that go on, each (group, old first row, old width, parent of each new row), in the
+        first rows of the cache, moving as few as possible; return them in row order with every row's parent."""
+        starts = place([(start, old, g.width) for g, start, old, _ in kept])
+        order = sorted(range(len(kept)), key=starts.__getitem__)
+        parents, sources = [], []
+        for i in order:
+            g, start, old, rows = kept[i]
+            parents += rows
+            sources += [start + min(j, old - 1) for j in range(g.width)]  # a request's rows share one source
+        self.cache.take_(parents, sources)
+        return [kept[i][0] for i in order], parents
 
     def step(self, model: Seq2SeqTransformer) -> tuple[DecodeBatch, list[StepOutput]]:
         """Run one decoder step for every row; return the batch that goes on and what each request got."""
@@ -89,7 +90,6 @@ class DecodeBatch:
         logits = model.decode_step(self.tokens, self.cache).float()  # (N, V)
         logprobs = logits.log_softmax(-1)
         params = [g.params for g in self.groups for _ in range(g.width)]
-        widths = [g.width for g in self.groups]
         is_beam = [p.beam_size > 1 for p in params]
         n_beam = sum(is_beam)
         if n_beam == len(params):
@@ -119,21 +119,45 @@ class DecodeBatch:
             )
             top, idx = block.topk(min(k, block.shape[1]), dim=-1)
             cands = BeamCandidates((top + cum[:, None]).tolist(), idx.tolist(), rows)
-        outputs, groups, parents, new_tokens, row = [], [], [], [], 0
+        outputs, kept, row = [], [], 0
         for g in self.groups:
             width = g.width
-            rows_ = g.advance(scores, logprobs, row, choice, picked, cands)
-            row += width
+            parents = g.advance(scores, logprobs, row, choice, picked, cands)
             if g.width == 0:
                 outputs.append(StepOutput(g.request.id, _last(g, width), g.result()))
-                continue
-            groups.append(g)
-            parents.extend(rows_)
-            new_tokens.extend(b[-1] for b in g.beams)
-            outputs.append(StepOutput(g.request.id, g.beams[0][-1] if g.params.beam_size == 1 else None))
-        tokens = torch.tensor(new_tokens, dtype=torch.long, device=self.tokens.device)
-        same_layout = len(groups) == len(self.groups) and [g.width for g in groups] == widths
-        return self._select(groups, parents, tokens, same_layout), outputs
+            else:
+                kept.append((g, row, width, parents))
+                outputs.append(StepOutput(g.request.id, g.beams[0][-1] if g.params.beam_size == 1 else None))
+            row += width
+        groups, _ = self._rearrange(kept)
+        tokens = torch.tensor([b[-1] for g in groups for b in g.beams], dtype=torch.long, device=self.tokens.device)
+        return DecodeBatch(groups, self.cache, tokens), outputs
+
+
+def place(spans: list[tuple[int, int, int]]) -> list[int]:
+    """New first row for each (old first row, old width, new width) so that they tile rows [0, total): a span
+    that keeps its width and lies inside stays; the others fill the gaps, widest first; when they do not fit,
+    all are packed in order."""
+    total = sum(new for _, _, new in spans)
+    stays = [old == new and start + new <= total for start, old, new in spans]
+    free = [True] * total
+    for (start, _, new), stay in zip(spans, stays, strict=True):
+        if stay:
+            free[start : start + new] = [False] * new
+    gaps = []  # [first row, length] of each run of free rows
+    for i, f in enumerate(free):
+        if f and (i == 0 or not free[i - 1]):
+            gaps.append([i, 0])
+        if f:
+            gaps[-1][1] += 1
+    starts = [start if stay else -1 for (start, _, _), stay in zip(spans, stays, strict=True)]
+    for i in sorted((i for i, stay in enumerate(stays) if not stay), key=lambda i: -spans[i][2]):
+        width = spans[i][2]
+        gap = next((g for g in gaps if g[1] >= width), None)
+        if gap is None:
+            return list(itertools.accumulate((new for _, _, new in spans[:-1]), initial=0))
+        starts[i], gap[0], gap[1] = gap[0], gap[0] + width, gap[1] - width
+    return starts
 
 
 class BeamCandidates:

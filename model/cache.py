@@ -1,7 +1,12 @@
-"""Decoder cache: cross-attention K/V projected once, self-attention K/V filled one position per step."""
+"""Decoder cache: cross-attention K/V projected once, self-attention K/V filled one position per step.
+
+The buffers keep spare rows and positions, so requests join (`append_`), leave and reorder (`take_`) in place,
+copying only the rows that move; `select` and `concat` are the copying, value-returning forms.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -10,141 +15,209 @@ from torch import Tensor
 GROW = 32  # positions added when the self-attention buffer is full
 
 
-def _pad_dim(x: Tensor, dim: int, size: int) -> Tensor:
-    """Zero-pad `x` along `dim` up to `size`."""
-    if x.shape[dim] >= size:
-        return x
+def _grown(x: Tensor, sizes: dict[int, int]) -> Tensor:
+    """`x` zero-padded so that dimension d has at least sizes[d] entries (itself when it already has)."""
     shape = list(x.shape)
-    shape[dim] = size - x.shape[dim]
-    return torch.cat([x, x.new_zeros(shape)], dim=dim)
+    for dim, size in sizes.items():
+        shape[dim] = max(shape[dim], size)
+    if shape == list(x.shape):
+        return x
+    out = x.new_zeros(shape)
+    out[tuple(slice(0, n) for n in x.shape)] = x
+    return out
 
 
 @dataclass
 class DecoderCache:
-    """K/V for N decoding rows; every row keeps its own length, so rows that joined later coexist."""
+    """K/V for `rows` decoding rows, stored in the first rows of buffers that may hold more; every row keeps
+    its own length, so rows that joined at different steps share one batch."""
 
-    self_k: Tensor  # (L, N, H, T_cap, D)
-    self_v: Tensor  # (L, N, H, T_cap, D)
-    cross_k: Tensor  # (L, N, H, S, D)
-    cross_v: Tensor  # (L, N, H, S, D)
-    src_mask: Tensor  # (N, S) bool, True for real source tokens
-    lengths: Tensor  # (N,) long: positions decoded so far
+    k_buf: Tensor  # (L, R, H, T_cap, D) self-attention keys; rows [0, rows) are live
+    v_buf: Tensor  # (L, R, H, T_cap, D)
+    ck_buf: Tensor  # (L, R, H, S_cap, D) cross-attention keys
+    cv_buf: Tensor  # (L, R, H, S_cap, D)
+    mask_buf: Tensor  # (R, S_cap) bool, True for real source tokens
+    len_buf: Tensor  # (R,) long: positions decoded so far
+    rows: int  # live rows
+    src_len: int  # longest live source: cross-attention reads positions [0, src_len)
     max_length: int  # python copy of lengths.max(), so steps need no device sync
-    uniform: bool = False  # every row has decoded max_length positions (python copy, no sync)
-    spare: tuple[Tensor, Tensor] | None = None  # second self K/V buffer pair for in-place beam reorders
+    uniform: bool = False  # every live row has decoded max_length positions (python copy, no sync)
 
     @classmethod
     def create(cls, cross_k: Tensor, cross_v: Tensor, src_mask: Tensor, capacity: int = GROW) -> DecoderCache:
         """Empty self-attention buffers beside the given cross-attention K/V."""
-        n_layers, n, heads, _, dim = cross_k.shape
+        n_layers, n, heads, s, dim = cross_k.shape
         buf = cross_k.new_zeros(n_layers, n, heads, capacity, dim)
         lengths = torch.zeros(n, dtype=torch.long, device=cross_k.device)
-        return cls(buf, buf.clone(), cross_k, cross_v, src_mask, lengths, 0, True)
+        return cls(buf, buf.clone(), cross_k, cross_v, src_mask, lengths, n, s, 0, True)
+
+    # --- live views ----------------------------------------------------------------------------
+    @property
+    def self_k(self) -> Tensor:
+        """(L, N, H, T_cap, D)"""
+        return self.k_buf[:, : self.rows]
 
     @property
-    def rows(self) -> int:
-        """Number of decoding rows."""
-        return self.lengths.shape[0]
+    def self_v(self) -> Tensor:
+        """(L, N, H, T_cap, D)"""
+        return self.v_buf[:, : self.rows]
+
+    @property
+    def cross_k(self) -> Tensor:
+        """(L, N, H, S, D)"""
+        return self.ck_buf[:, : self.rows, :, : self.src_len]
+
+    @property
+    def cross_v(self) -> Tensor:
+        """(L, N, H, S, D)"""
+        return self.cv_buf[:, : self.rows, :, : self.src_len]
+
+    @property
+    def src_mask(self) -> Tensor:
+        """(N, S) bool"""
+        return self.mask_buf[: self.rows, : self.src_len]
+
+    @property
+    def lengths(self) -> Tensor:
+        """(N,) long"""
+        return self.len_buf[: self.rows]
 
     @property
     def capacity(self) -> int:
         """Self-attention positions allocated per row."""
-        return self.self_k.shape[3]
+        return self.k_buf.shape[3]
 
+    # --- one decode step -----------------------------------------------------------------------
     def ensure_capacity(self, needed: int) -> None:
         """Grow the self-attention buffers (amortised, never per step) to hold `needed` positions."""
         if needed > self.capacity:
-            size = max(needed, self.capacity + GROW)
-            self.self_k = _pad_dim(self.self_k, 3, size)
-            self.self_v = _pad_dim(self.self_v, 3, size)
+            size = {3: max(needed, self.capacity + GROW)}
+            self.k_buf, self.v_buf = _grown(self.k_buf, size), _grown(self.v_buf, size)
 
     def write(self, layer: int, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
         """Store one new position per row (k, v: (N, H, D)); return the keys/values to attend over."""
         t = self.max_length + 1
+        keys, values = self.self_k[layer], self.self_v[layer]  # (N, H, T_cap, D)
         if self.uniform:  # all rows write the same position: a strided copy, no index_put
-            self.self_k[layer, :, :, t - 1] = k
-            self.self_v[layer, :, :, t - 1] = v
+            keys[:, :, t - 1] = k
+            values[:, :, t - 1] = v
         else:
             rows = torch.arange(self.rows, device=k.device)
-            self.self_k[layer, rows, :, self.lengths] = k
-            self.self_v[layer, rows, :, self.lengths] = v
-        return self.self_k[layer, :, :, :t], self.self_v[layer, :, :, :t]  # (N, H, t, D)
+            keys[rows, :, self.lengths] = k
+            values[rows, :, self.lengths] = v
+        return keys[:, :, :t], values[:, :, :t]  # (N, H, t, D)
 
     def self_mask(self) -> Tensor | None:
         """Keys each row may see at the current step (None: all of them)."""
         if self.uniform:
             return None
         t = self.max_length + 1
-        pos = torch.arange(t, device=self.lengths.device)
+        pos = torch.arange(t, device=self.len_buf.device)
         return (pos[None, :] <= self.lengths[:, None])[:, None, None, :]  # (N, 1, 1, t)
 
     def advance(self) -> None:
         """Count the position just written."""
-        self.lengths += 1
+        self.lengths.add_(1)
         self.max_length += 1
 
-    def select(self, index: Tensor | list[int]) -> DecoderCache:
-        """Rows `index` in that order: drops finished rows and reorders beams in one gather."""
-        index = torch.as_tensor(index, dtype=torch.long, device=self.lengths.device)
-        lengths = self.lengths.index_select(0, index)
-        src_mask = self.src_mask.index_select(0, index)
-        max_length = int(lengths.max()) if len(index) else 0
-        uniform = self.uniform or (len(index) > 0 and int(lengths.min()) == max_length)
-        s = int(src_mask.sum(1).max()) if len(index) else 0
-        t = min(self.capacity, max(max_length + GROW, GROW))
-        return DecoderCache(
-            self.self_k[:, :, :, :t].index_select(1, index),
-            self.self_v[:, :, :, :t].index_select(1, index),
-            self.cross_k[:, :, :, :s].index_select(1, index),
-            self.cross_v[:, :, :, :s].index_select(1, index),
-            src_mask[:, :s],
-            lengths,
-            max_length,
-            uniform,
+    # --- rows join, leave and move, in place ---------------------------------------------------
+    def take_(self, parents: Sequence[int], sources: Sequence[int] | None = None) -> None:
+        """In place, live row i becomes a copy of row parents[i] (its self-attention state) and of row
+        sources[i] (its source: cross-attention K/V, mask, length; default parents); rows past the new
+        count are dropped. Only rows whose parent or source is another row are copied."""
+        sources = parents if sources is None else sources
+        self._reserve(len(parents), self.capacity, self.src_len)
+        moved = self._copy_rows(parents, (self.k_buf, self.v_buf))
+        moved |= self._copy_rows(sources, (self.ck_buf, self.cv_buf, self.mask_buf, self.len_buf))
+        if moved or len(parents) != self.rows:
+            self.rows = len(parents)
+            self._measure()
+
+    def append_(self, other: DecoderCache) -> None:
+        """In place, other's rows join after this cache's rows."""
+        n, m = self.rows, other.rows
+        self._reserve(n + m, other.capacity, other.src_len)
+        t, s = other.max_length, other.src_len
+        new = slice(n, n + m)
+        self.k_buf[:, new, :, :t] = other.self_k[:, :, :, :t]
+        self.v_buf[:, new, :, :t] = other.self_v[:, :, :, :t]
+        self.ck_buf[:, new, :, :s] = other.cross_k
+        self.cv_buf[:, new, :, :s] = other.cross_v
+        self.mask_buf[new] = False
+        self.mask_buf[new, :s] = other.src_mask
+        self.len_buf[new] = other.lengths
+        self.uniform = (self.uniform or n == 0) and other.uniform and (n == 0 or self.max_length == other.max_length)
+        self.rows, self.src_len = n + m, max(self.src_len, s) if n else s
+        self.max_length = max(self.max_length, other.max_length) if n else other.max_length
+
+    def _reserve(self, rows: int, positions: int, src_len: int) -> None:
+        """Grow the buffers to hold at least these rows (a quarter more), self positions and source positions."""
+        if rows <= self.k_buf.shape[1] and positions <= self.capacity and src_len <= self.mask_buf.shape[1]:
+            return
+        rows = max(rows, self.k_buf.shape[1] * 5 // 4)
+        pos, src = {1: rows, 3: positions}, {1: rows, 3: src_len}
+        self.k_buf, self.v_buf = _grown(self.k_buf, pos), _grown(self.v_buf, pos)
+        self.ck_buf, self.cv_buf = _grown(self.ck_buf, src), _grown(self.cv_buf, src)
+        self.mask_buf = _grown(self.mask_buf, {0: rows, 1: src_len})
+        self.len_buf = _grown(self.len_buf, {0: rows})
+
+    def _copy_rows(self, parents: Sequence[int], buffers: tuple[Tensor, ...]) -> bool:
+        """Row i of each buffer (rows on dim 1, or dim 0 when it has fewer than 3 dims) becomes row parents[i],
+        for the rows where they differ (whole rows: gathering from a sliced view would copy all of it)."""
+        moved = [i for i, p in enumerate(parents) if p != i]
+        if not moved:
+            return False
+        device = self.len_buf.device
+        dst = torch.tensor(moved, dtype=torch.long, device=device)
+        src = torch.tensor([parents[i] for i in moved], dtype=torch.long, device=device)
+        for buf in buffers:
+            dim = 1 if buf.dim() > 2 else 0
+            buf.index_copy_(dim, dst, buf.index_select(dim, src))
+        return True
+
+    def _measure(self) -> None:
+        """Recompute the python copies (longest source, longest and uniform length) after rows changed."""
+        if not self.rows:
+            self.src_len, self.max_length, self.uniform = 0, 0, True
+            return
+        lengths = self.lengths
+        self.src_len = int(self.mask_buf[: self.rows].sum(1).max())
+        self.max_length = int(lengths.max())
+        self.uniform = int(lengths.min()) == self.max_length
+
+    # --- copying forms -------------------------------------------------------------------------
+    def select(self, index: Tensor | Sequence[int]) -> DecoderCache:
+        """A new compact cache of rows `index` in that order (drops and reorders rows in one gather)."""
+        index = torch.as_tensor(index, dtype=torch.long, device=self.len_buf.device)
+        rows = lambda buf: buf.index_select(1 if buf.dim() > 2 else 0, index)
+        out = DecoderCache(
+            *(rows(b) for b in (self.k_buf, self.v_buf, self.ck_buf, self.cv_buf, self.mask_buf, self.len_buf)),
+            rows=len(index),
+            src_len=self.src_len,
+            max_length=self.max_length,
         )
+        out._measure()
+        return out
 
-    def reorder_(self, index: Tensor) -> None:
-        """In place, row i takes row index[i]'s self-attention state; every index[i] must hold the same source
-        as row i (beams of one request), so the cross-attention K/V stay as they are. Gathers only the positions
-        decoded so far into a second buffer kept for the purpose (no allocation, no page faults)."""
-        t = self.max_length
-        if self.spare is None or self.spare[0].shape != self.self_k.shape:
-            self.spare = (torch.zeros_like(self.self_k), torch.zeros_like(self.self_v))
-        k, v = self.spare
-        torch.index_select(self.self_k[:, :, :, :t], 1, index, out=k[:, :, :, :t])
-        torch.index_select(self.self_v[:, :, :, :t], 1, index, out=v[:, :, :, :t])
-        self.spare, self.self_k, self.self_v = (self.self_k, self.self_v), k, v
-        if not self.uniform:
-            self.lengths = self.lengths.index_select(0, index)
-
-    def filter(self, keep: list[int]) -> DecoderCache:
-        """Keep only rows `keep`."""
+    def filter(self, keep: Sequence[int]) -> DecoderCache:
+        """A new cache of only rows `keep`."""
         return self.select(keep)
 
-    def reorder(self, parents: Tensor | list[int]) -> DecoderCache:
-        """Row i takes the state of row parents[i] (beam search)."""
+    def reorder(self, parents: Tensor | Sequence[int]) -> DecoderCache:
+        """A new cache in which row i has the state of row parents[i] (beam search)."""
         return self.select(parents)
 
     def concat(self, other: DecoderCache) -> DecoderCache:
-        """Rows of self followed by rows of other, padded to the larger buffers."""
-        t = max(self.capacity, other.capacity)
-        s = max(self.src_mask.shape[1], other.src_mask.shape[1])
-        cat = lambda a, b, dim, size: torch.cat([_pad_dim(a, dim, size), _pad_dim(b, dim, size)], dim=1)
-        return DecoderCache(
-            cat(self.self_k, other.self_k, 3, t),
-            cat(self.self_v, other.self_v, 3, t),
-            cat(self.cross_k, other.cross_k, 3, s),
-            cat(self.cross_v, other.cross_v, 3, s),
-            torch.cat([_pad_dim(self.src_mask, 1, s), _pad_dim(other.src_mask, 1, s)]),
-            torch.cat([self.lengths, other.lengths]),
-            max(self.max_length, other.max_length),
-            self.uniform and other.uniform and self.max_length == other.max_length,
-        )
+        """A new cache: this cache's rows followed by other's."""
+        out = self.select(range(self.rows))
+        out.append_(other)
+        return out
 
+    # --- size ----------------------------------------------------------------------------------
     def tokens(self) -> int:
-        """Tokens held: decoded self-attention positions plus source positions, over all rows."""
+        """Tokens held: decoded self-attention positions plus source positions, over all live rows."""
         return int(self.lengths.sum()) + int(self.src_mask.sum())
 
     def nbytes(self) -> int:
         """Bytes allocated by the K/V buffers."""
-        return sum(t.numel() * t.element_size() for t in (self.self_k, self.self_v, self.cross_k, self.cross_v))
+        return sum(t.numel() * t.element_size() for t in (self.k_buf, self.v_buf, self.ck_buf, self.cv_buf))

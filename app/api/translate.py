@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from collections.abc import AsyncIterator
@@ -209,7 +208,7 @@ async def collect(job: Job, request: Request) -> None:
     try:
         while not job.finished:
             try:
-                i, u, event = await asyncio.wait_for(job.queue.get(), timeout=DISCONNECT_CHECK_S)
+                i, u, event = await job.next_event(DISCONNECT_CHECK_S)
                 job.apply(i, u, event)
             except TimeoutError:
                 pass
@@ -251,7 +250,7 @@ async def sse(job: Job, body: TranslateRequest, service: Service) -> AsyncIterat
             yield event("token", {"index": i, "token": {"id": None, "text": delta}, "text": delta})
         while not job.finished:
             try:
-                i, u, ev = await asyncio.wait_for(job.queue.get(), timeout=keepalive)
+                i, u, ev = await job.next_event(keepalive)
             except TimeoutError:
                 yield ": keep-alive\n\n"
                 continue

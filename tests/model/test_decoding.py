@@ -3,6 +3,7 @@
 import pytest
 import torch
 
+from model.batch import DecodeBatch, place
 from model.generate import generate
 from model.params import DecodeParams
 from model.processors import banned_ngram_tokens, warp
@@ -114,3 +115,35 @@ def test_parameters_are_validated():
         DecodeParams(beam_size=2, num_hypotheses=3)
     with pytest.raises(ValueError, match="top_p"):
         DecodeParams(top_p=0.0)
+
+
+def test_requests_joining_and_leaving_a_running_batch_equal_alone(model):
+    """Continuous batching in place: joins every step, an abort, finishes at different steps."""
+    requests = [Request(i, _src(i), MIXED[i % len(MIXED)]) for i in range(12)]
+    batch = DecodeBatch.prefill(model, requests[:2])
+    pending, results, step = requests[2:], {}, 0
+    with torch.inference_mode():
+        while len(batch) or pending:
+            if pending:
+                joining, pending = pending[: 1 + step % 2], pending[1 + step % 2 :]
+                batch = batch.concat(DecodeBatch.prefill(model, joining))
+            if step == 3:  # request 1 (beams) is aborted mid-way
+                batch = batch.filter([i for i in batch.ids if i != 1])
+            batch, outputs = batch.step(model)
+            results.update((o.id, o.hypotheses) for o in outputs if o.finished)
+            step += 1
+    assert 1 not in results and len(results) == len(requests) - 1
+    for req in requests:
+        if req.id != 1:
+            alone = generate(model, [req])[0]
+            assert _tokens(results[req.id]) == _tokens(alone), req.id
+            assert [h.score for h in results[req.id]] == pytest.approx([h.score for h in alone], abs=1e-4)
+
+
+def test_place_moves_as_few_rows_as_possible():
+    # rows 0 and 2 left: the two one-row requests at the end fill their places; the others stay
+    assert place([(1, 1, 1), (3, 1, 1), (4, 1, 1), (5, 1, 1)]) == [1, 3, 0, 2]
+    # a beam request keeps its four rows; one that grew from 1 to 4 rows moves to the gap left behind
+    assert place([(0, 4, 4), (8, 1, 4), (9, 1, 1)]) == [0, 4, 8]
+    # no gap fits: packed in order
+    assert place([(0, 1, 1), (2, 1, 1), (3, 4, 4)]) == [0, 1, 2]
