@@ -63,26 +63,32 @@ class Tokenizer:
 
 
 class IncrementalDetokenizer:
-    """Turns a growing id sequence into clean text deltas: no broken characters, no lost spaces."""
+    """Turns a growing id sequence into clean text deltas: no broken characters, no lost spaces. A push decodes a
+    short window only (the ids of the last delta and those after it), never the whole output again."""
 
     def __init__(self, tokenizer: Tokenizer):
         self.tokenizer = tokenizer
         self.ids: list[int] = []
         self.text = ""
+        self.start = self.read = 0  # window start; ids before `read` are in `text`
 
     def push(self, token_id: int) -> str:
-        """Add one id; return the new text it completes (possibly empty while a character is incomplete)."""
+        """Add one id; return the new text it completes (empty while a character is incomplete)."""
         self.ids.append(token_id)
-        return self._delta(final=False)
+        seen = self.tokenizer.decode(self.ids[self.start : self.read])
+        now = self.tokenizer.decode(self.ids[self.start :])
+        if len(now) <= len(seen) or not now.startswith(seen) or now.endswith("\ufffd"):
+            return ""
+        delta = now[len(seen) :]
+        if delta.strip():  # a window must not start with whitespace-only pieces: decode would drop their spaces
+            self.start = self.read
+        self.read, self.text = len(self.ids), self.text + delta
+        return delta
 
     def flush(self) -> str:
-        """Whatever is still held back once the output is finished."""
-        return self._delta(final=True)
-
-    def _delta(self, final: bool) -> str:
-        """New text since the last delta, held back while it ends in a replacement character."""
+        """Whatever is still held back once the output is finished (checked against the whole decode)."""
         text = self.tokenizer.decode(self.ids)
-        if not text.startswith(self.text) or (not final and text.endswith("\ufffd")):
+        if not text.startswith(self.text):
             return ""
         delta, self.text = text[len(self.text) :], text
         return delta

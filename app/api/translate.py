@@ -12,6 +12,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import ValidationError
 from starlette.types import Receive, Scope, Send
 
+from app.engine.request import Event
 from app.errors import ApiError, describe_validation, error_body
 from app.job import Job
 from app.schemas import ErrorBody, Parameters, TranslateRequest, TranslateResponse
@@ -24,8 +25,8 @@ router = APIRouter()
 DISCONNECT_CHECK_S = 0.25  # how often a non-streamed request looks for a departed client
 
 
-def get_service(request: Request) -> Service:
-    """The app's service object."""
+async def get_service(request: Request) -> Service:
+    """The app's service object (async: a plain def would hop to a worker thread on every request)."""
     return request.app.state.service
 
 
@@ -242,23 +243,32 @@ def event(name: str, data: dict) -> str:
     return f"event: {name}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
 
 
+def token_event(job: Job, i: int, u: int, ev: Event) -> str:
+    """Apply one engine event; the `token` event for the text it adds to item i ("" when none)."""
+    delta = job.apply(i, u, ev)
+    if not delta or not job.streams_tokens:
+        return ""
+    data = {"index": i, "token": {"id": getattr(ev, "token_id", None), "text": delta}, "text": job.items[i].streamed}
+    return event("token", data)
+
+
 async def sse(job: Job, body: TranslateRequest, service: Service) -> AsyncIterator[str]:
-    """Token events in layout order per item, then `done`; `error` on failure; keep-alives in silence."""
+    """Token events in layout order per item, then `done`; `error` on failure; keep-alives in silence. Events that
+    queued up while the client was being served go out together, in one write."""
     keepalive = service.settings.keepalive_seconds
     try:
         for i, delta in job.start() if job.streams_tokens else ():
             yield event("token", {"index": i, "token": {"id": None, "text": delta}, "text": delta})
         while not job.finished:
             try:
-                i, u, ev = await job.next_event(keepalive)
+                chunk = [token_event(job, *await job.next_event(keepalive))]
             except TimeoutError:
                 yield ": keep-alive\n\n"
                 continue
-            delta = job.apply(i, u, ev)
-            if delta and job.streams_tokens:
-                token_id = getattr(ev, "token_id", None)
-                text = job.items[i].streamed
-                yield event("token", {"index": i, "token": {"id": token_id, "text": delta}, "text": text})
+            while not job.queue.empty():
+                chunk.append(token_event(job, *job.queue.get_nowait()))
+            if text := "".join(chunk):
+                yield text
         yield event("done", response_body(job, body))
     except ApiError as exc:
         service.metrics.failures.labels(exc.error_type).inc()

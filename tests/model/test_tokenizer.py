@@ -1,5 +1,7 @@
 """SentencePiece tokenizer and the incremental detokenizer."""
 
+import random
+
 from model.checkpoint import load
 
 TEXTS = ["the cat runs", "¿qué? niño über café", "日本 — naïve", "hello   world  "]
@@ -21,6 +23,7 @@ def test_incremental_deltas_concatenate_to_the_full_text(native_dir, marian_dir)
             deltas = [detok.push(i) for i in ids] + [detok.flush()]
             assert "".join(deltas) == tok.decode(ids)
             assert all("\ufffd" not in d for d in deltas)
+            assert deltas[-1] == ""  # every complete character was streamed before the end
 
 
 def test_byte_fallback_characters_are_never_split(native_dir):
@@ -32,3 +35,37 @@ def test_byte_fallback_characters_are_never_split(native_dir):
     deltas = [detok.push(i) for i in ids]
     assert "".join(deltas) + detok.flush() == "한국"
     assert all("\ufffd" not in d for d in deltas) and "" in deltas  # held back mid-character
+
+
+def test_whitespace_only_pieces_keep_their_spaces(native_dir, marian_dir):
+    """A lone "▁" piece followed by a word: decode strips leading spaces of a window's first pieces."""
+    for tok in (load(native_dir).tokenizer, load(marian_dir).tokenizer):
+        if tok.pieces is None:
+            space = tok.target.piece_to_id("▁")
+        else:
+            space = next(i for i, p in tok.pieces.items() if p == "▁")
+        word = tok.encode("cat")[:-1]
+        for ids in ([*word, space, *word], [*word, space, space, *word, space], [space, *word]):
+            detok = tok.detokenizer()
+            deltas = [detok.push(i) for i in ids] + [detok.flush()]
+            assert "".join(deltas) == tok.decode(ids), ids
+
+
+def test_random_id_sequences_stream_to_their_decode(native_dir, marian_dir):
+    """Fuzz: any id sequence (byte pieces, lone spaces, unknowns) streams to exactly its full decode."""
+    rng = random.Random(0)
+    for tok in (load(native_dir).tokenizer, load(marian_dir).tokenizer):
+        pool = list(range(tok.target.get_piece_size())) if tok.pieces is None else list(tok.pieces)
+        pool += [_space_id(tok)] * (len(pool) // 4)  # lone spaces are rare in the vocabulary, not in outputs
+        for _ in range(300):
+            ids = [rng.choice(pool) for _ in range(rng.randrange(1, 25))]
+            detok = tok.detokenizer()
+            deltas = [detok.push(i) for i in ids] + [detok.flush()]
+            assert "".join(deltas) == tok.decode(ids), ids
+
+
+def _space_id(tok) -> int:
+    """The id of the lone word-boundary piece "\u2581"."""
+    if tok.pieces is None:
+        return tok.target.piece_to_id("\u2581")
+    return next(i for i, p in tok.pieces.items() if p == "\u2581")
