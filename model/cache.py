@@ -127,8 +127,8 @@ class DecoderCache:
         count are dropped. Only rows whose parent or source is another row are copied."""
         sources = parents if sources is None else sources
         self._reserve(len(parents), self.capacity, self.src_len)
-        moved = self._copy_rows(parents, (self.k_buf, self.v_buf))
-        moved |= self._copy_rows(sources, (self.ck_buf, self.cv_buf, self.mask_buf, self.len_buf))
+        moved = self._copy_rows(parents, (self.k_buf, self.v_buf), self.max_length)
+        moved |= self._copy_rows(sources, (self.ck_buf, self.cv_buf, self.mask_buf, self.len_buf), self.src_len)
         if moved or len(parents) != self.rows:
             self.rows = len(parents)
             self._measure()
@@ -161,9 +161,9 @@ class DecoderCache:
         self.mask_buf = _grown(self.mask_buf, {0: rows, 1: src_len})
         self.len_buf = _grown(self.len_buf, {0: rows})
 
-    def _copy_rows(self, parents: Sequence[int], buffers: tuple[Tensor, ...]) -> bool:
-        """Row i of each buffer (rows on dim 1, or dim 0 when it has fewer than 3 dims) becomes row parents[i],
-        for the rows where they differ (whole rows: gathering from a sliced view would copy all of it)."""
+    def _copy_rows(self, parents: Sequence[int], buffers: tuple[Tensor, ...], positions: int) -> bool:
+        """Row i of each buffer (rows on dim 1, or dim 0 when it has at most 2 dims) becomes row parents[i], for
+        the rows where they differ; K/V buffers copy only their first `positions` positions."""
         moved = [i for i, p in enumerate(parents) if p != i]
         if not moved:
             return False
@@ -171,8 +171,10 @@ class DecoderCache:
         dst = torch.tensor(moved, dtype=torch.long, device=device)
         src = torch.tensor([parents[i] for i in moved], dtype=torch.long, device=device)
         for buf in buffers:
-            dim = 1 if buf.dim() > 2 else 0
-            buf.index_copy_(dim, dst, buf.index_select(dim, src))
+            if buf.dim() > 2:  # advanced indexing: gathering from a sliced view with index_select copies all of it
+                buf[:, dst, :, :positions] = buf[:, src, :, :positions]
+            else:
+                buf[dst] = buf[src]
         return True
 
     def _measure(self) -> None:

@@ -64,3 +64,32 @@ def test_cache_select_filters_reorders_and_reports_size():
     assert torch.equal(picked.cross_k[:, 1], cache.cross_k[:, 2])
     kept = cache.filter([2])
     assert kept.src_mask.shape == (1, 2)  # the source buffer shrinks to the longest remaining row
+
+
+@torch.inference_mode()
+def test_in_place_take_equals_the_copying_select():
+    """take_ (rows move in place, beams reorder) leaves every live row as select (a fresh gather) builds it."""
+    model = _model()
+    src = torch.randint(3, 80, (6, 7))
+    mask = torch.ones(6, 7, dtype=torch.bool)
+    mask[1, 3:] = mask[4, 5:] = False
+    cache = model.start_cache(model.encode(src, mask), mask)
+    for _ in range(5):
+        model.decode_step(torch.randint(3, 80, (6,)), cache)
+    late = model.start_cache(model.encode(src[:2, :4], mask[:2, :4]), mask[:2, :4])
+    model.decode_step(torch.randint(3, 80, (2,)), late)
+    cache.append_(late)  # rows of different lengths: 5, 5, 5, 5, 5, 5, 1, 1
+    for parents, sources in (([7, 2, 2, 0, 5], None), ([3, 3, 4, 4, 6, 6], [3, 3, 3, 3, 6, 6])):
+        self_expected = cache.select(parents)
+        cross_expected = cache.select(sources or parents)
+        cache.take_(parents, sources)
+        t = self_expected.max_length
+        assert cache.rows == len(parents) and cache.max_length == t
+        assert torch.equal(cache.lengths, cross_expected.lengths)
+        assert torch.equal(cache.src_mask, cross_expected.src_mask)
+        for row, length in enumerate(cache.lengths.tolist()):
+            assert torch.equal(cache.self_k[:, row, :, :length], self_expected.self_k[:, row, :, :length])
+            assert torch.equal(cache.self_v[:, row, :, :length], self_expected.self_v[:, row, :, :length])
+            n = int(cache.src_mask[row].sum())
+            assert torch.equal(cache.cross_k[:, row, :, :n], cross_expected.cross_k[:, row, :, :n])
+            assert torch.equal(cache.cross_v[:, row, :, :n], cross_expected.cross_v[:, row, :, :n])
