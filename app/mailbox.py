@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 import weakref
 from collections.abc import Callable
 from typing import Any
 
+log = logging.getLogger("mt.mailbox")
 _boxes: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Mailbox] = weakref.WeakKeyDictionary()
 
 
@@ -33,7 +35,10 @@ class Mailbox:
         with self.lock:
             calls, self.pending = self.pending, []
         for fn, arg in calls:
-            fn(arg)
+            try:
+                fn(arg)
+            except Exception:  # one bad listener must not cost the others their events
+                log.exception("event delivery failed")
 
 
 def mailbox(loop: asyncio.AbstractEventLoop) -> Mailbox:
