@@ -18,7 +18,7 @@ class Mailbox:
     on the loop cost a single `call_soon_threadsafe` (one self-pipe write and one loop wake-up)."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop):
-        self.loop = loop
+        self.loop = weakref.ref(loop)  # weak: the registry's key must not be kept alive by its own value
         self.lock = threading.Lock()
         self.pending: list[tuple[Callable[[Any], None], Any]] = []
 
@@ -28,7 +28,9 @@ class Mailbox:
             self.pending.append((fn, arg))
             if len(self.pending) > 1:  # a drain is already scheduled and will see this one
                 return
-        self.loop.call_soon_threadsafe(self._drain)
+        loop = self.loop()
+        if loop is not None:
+            loop.call_soon_threadsafe(self._drain)
 
     def _drain(self) -> None:
         """On the loop: run everything posted so far."""

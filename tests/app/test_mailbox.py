@@ -1,7 +1,9 @@
 """The mailbox that carries engine events to the event loop: nothing lost, order kept, bursts coalesced."""
 
 import asyncio
+import gc
 import threading
+import weakref
 
 from app.mailbox import mailbox
 
@@ -42,3 +44,13 @@ def test_events_from_threads_arrive_in_order_with_few_wake_ups():
     got, wake_ups = asyncio.run(main())
     assert got == list(range(2000))
     assert wake_ups < 2000 / 10  # coalesced: far fewer wake-ups than events
+
+
+def test_a_finished_loop_and_its_mailbox_are_freed():
+    async def main():
+        mailbox(asyncio.get_running_loop())
+        return weakref.ref(asyncio.get_running_loop())
+
+    ref = asyncio.run(main())
+    gc.collect()
+    assert ref() is None
