@@ -127,9 +127,9 @@ class DecoderCache:
         count are dropped. Only rows whose parent or source is another row are copied."""
         sources = parents if sources is None else sources
         self._reserve(len(parents), self.capacity, self.src_len)
-        moved = self._copy_rows(parents, (self.k_buf, self.v_buf), self.max_length)
-        moved |= self._copy_rows(sources, (self.ck_buf, self.cv_buf, self.mask_buf, self.len_buf), self.src_len)
-        if moved or len(parents) != self.rows:
+        self._copy_rows(parents, (self.k_buf, self.v_buf), self.max_length)
+        moved = self._copy_rows(sources, (self.ck_buf, self.cv_buf, self.mask_buf, self.len_buf), self.src_len)
+        if moved or len(parents) != self.rows:  # beams reordering in their own rows keep lengths and sources
             self.rows = len(parents)
             self._measure()
 
