@@ -9,8 +9,11 @@ A random `transformers.MarianMTModel` (d_model 256, 3+3 layers, 4 heads, ffn 102
 sentences are random ids (10-40 tokens, the last one EOS) fed as ids (tokens as strings for CTranslate2). Every
 engine is forced to generate exactly `--new-tokens` tokens per sentence, which is checked by counting its output.
 
-Engines run interleaved chunk by chunk (the start rotates) in one process, so load on the machine hits all of them
-alike; tokens/s = generated tokens of the best hypothesis / wall time summed over the chunks.
+Each engine runs in its own worker process (spawned), and the engines take turns chunk by chunk (the start rotates),
+so load on the machine hits all of them alike while only one computes at a time; tokens/s = generated tokens of the
+best hypothesis / wall time (timed inside the worker) summed over the chunks. Separate processes matter: CTranslate2
+ships its own OpenMP runtime, and once it has run in a process, torch in that process slows down by a third or more
+(`--same-process` shows it).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import argparse
 import copy
 import datetime as dt
 import json
+import multiprocessing
 import os
 import platform
 import random
@@ -28,6 +32,7 @@ import tempfile
 import time
 import warnings
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -199,31 +204,88 @@ def quantize_int8(model: torch.nn.Module) -> torch.nn.Module:
         return torch.ao.quantization.quantize_dynamic(copy.deepcopy(model), {torch.nn.Linear}, dtype=torch.qint8)
 
 
-def build_engines(path: Path, ct2_dir: Path, threads: int, int8: bool, bf16: bool) -> list[Engine]:
-    import ctranslate2
-    from transformers import MarianMTModel
-    from transformers.utils import logging as hf_logging
+def engine_names(int8: bool, bf16: bool) -> list[str]:
+    """The engines of a run, in table order."""
+    names = ["ours fp32", "HF fp32", "CT2 fp32"]
+    return names + (["ours int8", "CT2 int8"] if int8 else []) + (["ours bf16"] if bf16 else [])
 
+
+def build_engine(name: str, path: Path, ct2_dir: Path, threads: int) -> Engine:
+    """One engine by name, loaded from the saved Marian checkpoint (HF layout) or its CTranslate2 conversion."""
+    if name.startswith("CT2"):
+        import ctranslate2
+
+        vocab = json.loads((ct2_dir / "shared_vocabulary.json").read_text(encoding="utf-8"))
+        compute = "float32" if name == "CT2 fp32" else "int8"
+        opts = {"device": "cpu", "inter_threads": 1, "intra_threads": threads}
+        return ct2_engine(name, ctranslate2.Translator(str(ct2_dir), compute_type=compute, **opts), vocab, compute[:4])
+    if name == "HF fp32":
+        from transformers import MarianMTModel
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.set_verbosity_error()
+        return hf_engine(name, MarianMTModel.from_pretrained(path).eval())
     from model.checkpoint import load
 
-    hf_logging.set_verbosity_error()
     ours = load(path).model
-    hf = MarianMTModel.from_pretrained(path).eval()
-    vocab = json.loads((ct2_dir / "shared_vocabulary.json").read_text(encoding="utf-8"))
-    opts = {"device": "cpu", "inter_threads": 1, "intra_threads": threads}
-    engines = [
-        ours_engine("ours fp32", ours),
-        hf_engine("HF fp32", hf),
-        ct2_engine("CT2 fp32", ctranslate2.Translator(str(ct2_dir), compute_type="float32", **opts), vocab),
-    ]
-    if int8:
-        engines += [
-            ours_engine("ours int8", quantize_int8(ours), "int8"),
-            ct2_engine("CT2 int8", ctranslate2.Translator(str(ct2_dir), compute_type="int8", **opts), vocab, "int8"),
-        ]
-    if bf16:
-        engines.append(ours_engine("ours bf16", copy.deepcopy(ours).to(torch.bfloat16), "extra"))
-    return engines
+    if name == "ours int8":
+        return ours_engine(name, quantize_int8(ours), "int8")
+    if name == "ours bf16":
+        return ours_engine(name, ours.to(torch.bfloat16), "extra")
+    return ours_engine(name, ours)
+
+
+_WORKER: Engine | None = None  # the engine of a worker process
+
+
+def _start_worker(name: str, path: Path, ct2_dir: Path, threads: int) -> None:
+    """Worker initializer: set the thread count and load this process's one engine."""
+    global _WORKER
+    torch.set_num_threads(threads)
+    _WORKER = build_engine(name, path, ct2_dir, threads)
+
+
+def _timed_in_worker(batch: list[list[int]], beam: int, new: int) -> tuple[list[list[int]], float]:
+    """Run the worker's engine on one batch; its outputs and wall seconds."""
+    start = time.perf_counter()
+    out = _WORKER.run(batch, beam, new)
+    return out, time.perf_counter() - start
+
+
+class Isolated:
+    """An engine living in its own worker process (its own OpenMP runtime and thread pool)."""
+
+    def __init__(self, name: str, path: Path, ct2_dir: Path, threads: int):
+        self.name = name
+        self.kind = "int8" if "int8" in name else "extra" if name == "ours bf16" else "main"
+        ctx = multiprocessing.get_context("spawn")
+        args = (name, path, ct2_dir, threads)
+        self.pool = ProcessPoolExecutor(1, mp_context=ctx, initializer=_start_worker, initargs=args)
+
+    def timed(self, batch: list[list[int]], beam: int, new: int) -> tuple[list[list[int]], float]:
+        return self.pool.submit(_timed_in_worker, batch, beam, new).result()
+
+    def run(self, batch: list[list[int]], beam: int, new: int) -> list[list[int]]:
+        return self.timed(batch, beam, new)[0]
+
+    def close(self) -> None:
+        self.pool.shutdown()
+
+
+class Local:
+    """An engine in this process (--same-process: every engine shares one process, as before)."""
+
+    def __init__(self, name: str, path: Path, ct2_dir: Path, threads: int):
+        self.engine = build_engine(name, path, ct2_dir, threads)
+        self.name, self.kind, self.run = name, self.engine.kind, self.engine.run
+
+    def timed(self, batch: list[list[int]], beam: int, new: int) -> tuple[list[list[int]], float]:
+        start = time.perf_counter()
+        out = self.engine.run(batch, beam, new)
+        return out, time.perf_counter() - start
+
+    def close(self) -> None:
+        pass
 
 
 # --------------------------------------------------------------------------- timing
@@ -247,7 +309,9 @@ def chunks(items: list, size: int) -> list[list]:
     return [items[i : i + size] for i in range(0, len(items), size)]
 
 
-def time_cell(engines: list[Engine], sources: list[list[int]], batch: int, beam: int, new: int) -> dict[str, Cell]:
+def time_cell(
+    engines: list[Isolated | Local], sources: list[list[int]], batch: int, beam: int, new: int
+) -> dict[str, Cell]:
     """Warm every engine on this shape, then run them interleaved chunk by chunk, rotating who goes first."""
     parts = chunks(sources, batch)
     for e in engines:
@@ -256,9 +320,7 @@ def time_cell(engines: list[Engine], sources: list[list[int]], batch: int, beam:
     for k, part in enumerate(parts):
         for j in range(len(engines)):
             e = engines[(k + j) % len(engines)]
-            start = time.perf_counter()
-            out = e.run(part, beam, new)
-            seconds = time.perf_counter() - start
+            out, seconds = e.timed(part, beam, new)
             c = cells[e.name]
             c.tokens += sum(map(len, out))
             c.seconds += seconds
@@ -267,7 +329,7 @@ def time_cell(engines: list[Engine], sources: list[list[int]], batch: int, beam:
     return cells
 
 
-def agreement(engines: list[Engine], sources: list[list[int]], new: int) -> dict[str, float]:
+def agreement(engines: list[Isolated | Local], sources: list[list[int]], new: int) -> dict[str, float]:
     """Share of greedy tokens equal to ours fp32's (same weights => near 1.0; int8/bf16 drift)."""
     outs = {e.name: e.run(sources, 1, new) for e in engines}
     ref = outs["ours fp32"]
@@ -362,8 +424,13 @@ def render(info: dict[str, str], args: argparse.Namespace, body: str, targets: s
         "`min_new_tokens=max_new_tokens`, CT2: `min_decoding_length=max_decoding_length`, which count generated "
         "tokens only), checked by counting each engine's output; beam rows count the best hypothesis.",
         "- Method: same fixed batches for all engines (CT2 `max_batch_size` = batch, called per batch); each "
-        "engine warmed up on each shape; engines interleaved batch by batch in one process (rotating order); "
-        "tokens/s = generated tokens / `time.perf_counter` wall time.",
+        "engine warmed up on each shape; engines take turns batch by batch (rotating order), "
+        + (
+            "all in this one process (`--same-process`); "
+            if args.same_process
+            else "each in its own spawned worker process, so no two OpenMP runtimes share a process; "
+        )
+        + "tokens/s = generated tokens / `time.perf_counter` wall time around the engine's call.",
         "- int8: ours = `torch.ao.quantization.quantize_dynamic(model, {nn.Linear}, qint8)` (x86 backend), "
         'CT2 = `compute_type="int8"`. `ours bf16` is an extra row: our model cast to bfloat16 on CPU (AMX), '
         "no CTranslate2 counterpart here.",
@@ -421,6 +488,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="re-run with OMP_WAIT_POLICY set (libgomp reads it at start-up); passive keeps idle OpenMP threads "
         "from spinning, which matters on a machine shared with other busy processes",
     )
+    p.add_argument(
+        "--same-process",
+        action="store_true",
+        help="run every engine in this process instead of one worker process each (shows how CTranslate2's "
+        "OpenMP runtime slows torch down when they share a process)",
+    )
     p.add_argument("--seed", type=int, default=0)
     return p.parse_args(argv)
 
@@ -445,8 +518,9 @@ def main(argv: list[str] | None = None) -> int:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 ctranslate2.converters.TransformersConverter(str(hf_dir)).convert(str(ct2_dir), quantization=None)
-        engines = build_engines(hf_dir, ct2_dir, args.threads, not args.skip_int8, not args.skip_bf16)
-        names = [e.name for e in engines]
+        names = engine_names(not args.skip_int8, not args.skip_bf16)
+        kind = Local if args.same_process else Isolated
+        engines = [kind(name, hf_dir, ct2_dir, args.threads) for name in names]
         log(f"built model and engines in {time.perf_counter() - t0:.1f}s: {', '.join(names)}")
 
         sources = make_sources(args.sentences, args.seed + 1)
@@ -469,6 +543,8 @@ def main(argv: list[str] | None = None) -> int:
                     + ", ".join(f"{k} {c.tps:.0f}" for k, c in cells.items())
                 )
         load_after = os.getloadavg()
+        for e in engines:
+            e.close()
         wrong = {
             (m, b, k): c.wrong_length for (m, b), cells in results.items() for k, c in cells.items() if c.wrong_length
         }

@@ -32,8 +32,8 @@ STAGES = [  # (label, module, owner attribute path, function name)
     ("  cache.ensure_capacity", "model.cache", "DecoderCache", "ensure_capacity"),
     ("batch.step total", "model.batch", "DecodeBatch", "step"),
     ("  Group.advance (search)", "model.search", "Group", "advance"),
-    ("  DecodeBatch._select (cache reorder)", "model.batch", "DecodeBatch", "_select"),
-    ("    DecoderCache.select", "model.cache", "DecoderCache", "select"),
+    ("  DecodeBatch._rearrange (cache moves)", "model.batch", "DecodeBatch", "_rearrange"),
+    ("    DecoderCache.take_", "model.cache", "DecoderCache", "take_"),
     ("prefill (encode + cross K/V)", "model.batch", "DecodeBatch", "prefill"),
 ]
 
