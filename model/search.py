@@ -60,6 +60,7 @@ class Group:
     generator: torch.Generator | None = None
     beams: list[list[int]] = field(default_factory=lambda: [[]])  # generated ids per live row
     scores: list[float] = field(default_factory=lambda: [0.0])  # cumulative log-prob per live row
+    ranks: list[int] = field(default_factory=lambda: [0])  # each row's rank by score (rows keep their parent's row)
     finished: list[Hypothesis] = field(default_factory=list)
     steps: int = 0
     can_improve: bool = True
@@ -123,29 +124,46 @@ class Group:
         pool = []
         for parent in range(width):
             row_scores, row_tokens = cands.row(first_row + parent)
-            pool.extend((s, parent * vocab + t) for s, t in zip(row_scores, row_tokens, strict=True))
+            rank = self.ranks[parent] * vocab  # ties go to the better-ranked beam, as in a flat top-k
+            pool.extend((s, rank + t, parent, t) for s, t in zip(row_scores, row_tokens, strict=True))
         pool.sort(key=lambda c: (-c[0], c[1]))
         length = self.steps + 1
-        beams, running, parents = [], [], []
-        for rank, (score, idx) in enumerate(pool[: min(2 * p.beam_size, width * vocab)]):
-            parent, token = divmod(idx, vocab)
+        chosen = []  # (score, parent, token) of the beams that go on, best first
+        for rank, (score, _, parent, token) in enumerate(pool[: min(2 * p.beam_size, width * vocab)]):
             if token == self.eos_id or length >= p.max_new_tokens:
                 if rank < p.beam_size and self.can_improve and score > DEAD / 2:
                     self.finished.append(self._hypothesis(self.beams[parent], token, score, length))
-            elif len(beams) < p.beam_size:
-                beams.append(self.beams[parent] + [token])
-                running.append(score)
-                parents.append(first_row + parent)
+            elif len(chosen) < p.beam_size:
+                chosen.append((score, parent, token))
         self.finished = sorted(self.finished, key=lambda h: -h.score)[: p.beam_size]
-        self.steps, self.beams, self.scores = length, beams, running
-        if len(self.finished) == p.beam_size and running:
-            best_possible = running[0] / (self.steps**p.length_penalty)
+        slots = _slots([parent for _, parent, _ in chosen])
+        order = sorted(range(len(chosen)), key=slots.__getitem__)  # beams in row order
+        self.steps = length
+        self.beams = [self.beams[chosen[i][1]] + [chosen[i][2]] for i in order]
+        self.scores = [chosen[i][0] for i in order]
+        self.ranks = [0] * len(chosen)
+        for rank, slot in enumerate(slots):
+            self.ranks[slot] = rank
+        if len(self.finished) == p.beam_size and chosen:
+            best_possible = chosen[0][0] / (self.steps**p.length_penalty)
             self.can_improve = best_possible > self.finished[-1].score
-        if not running or not self.can_improve:
-            self.beams, self.scores = [], []
+        if not chosen or not self.can_improve:
+            self.beams, self.scores, self.ranks = [], [], []
             return []
-        return parents
+        return [first_row + chosen[i][1] for i in order]
 
     def result(self) -> list[Hypothesis]:
         """The n best finished hypotheses, best first."""
         return sorted(self.finished, key=lambda h: -h.score)[: self.params.num_hypotheses]
+
+
+def _slots(parents: list[int]) -> list[int]:
+    """Row (within the group) for each new beam, best first: its parent's row when that is free and still in the
+    group, so its cache needs no copy; the others take the free rows in order."""
+    n, slots, taken = len(parents), [-1] * len(parents), set()
+    for i, parent in enumerate(parents):
+        if parent < n and parent not in taken:
+            slots[i] = parent
+            taken.add(parent)
+    free = iter(r for r in range(n) if r not in taken)
+    return [slot if slot >= 0 else next(free) for slot in slots]

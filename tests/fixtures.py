@@ -81,8 +81,11 @@ def make_native(out: Path, seed: int = 0) -> Path:
     return out
 
 
-def make_marian(out: Path, seed: int = 0, d_model: int = 32, layers: int = 2, heads: int = 4, ffn: int = 64) -> Path:
-    """A random Hugging Face MarianMTModel with its MarianTokenizer files (needs `transformers`)."""
+def make_marian(
+    out: Path, seed: int = 0, d_model: int = 32, layers: int = 2, heads: int = 4, ffn: int = 64, embed_std: float = 1.0
+) -> Path:
+    """A random Hugging Face MarianMTModel with its MarianTokenizer files (needs `transformers`); a small
+    `embed_std` flattens its next-token distributions, so beams overtake each other."""
     from transformers import MarianConfig, MarianMTModel
 
     out.mkdir(parents=True, exist_ok=True)
@@ -120,7 +123,7 @@ def make_marian(out: Path, seed: int = 0, d_model: int = 32, layers: int = 2, he
     torch.manual_seed(seed)
     model = MarianMTModel(cfg).eval()
     with torch.no_grad():
-        model.model.shared.weight.normal_(0, 1.0)
+        model.model.shared.weight.normal_(0, embed_std)
         model.final_logits_bias.normal_(0, 0.5)
     model.save_pretrained(out)
     return out

@@ -71,3 +71,38 @@ def test_nbest_scores_match(pair):
     )
     hyps = generate(ours.model, [Request(0, ours.tokenizer.encode(TEXTS[1]), DecodeParams(4, 3, max_new_tokens=10))])[0]
     assert [h.score for h in hyps] == pytest.approx(ref.sequences_scores.tolist(), abs=1e-4)
+
+
+@pytest.fixture(scope="module")
+def flat_pair(tmp_path_factory):
+    """A Marian model with flat next-token distributions: its beams overtake each other and change rows."""
+    from tests.fixtures import make_marian
+
+    path = make_marian(tmp_path_factory.mktemp("flat") / "opus-mt-en-es", seed=3, embed_std=0.1)
+    hf = transformers.MarianMTModel.from_pretrained(path).eval()
+    return hf, transformers.MarianTokenizer.from_pretrained(path), load(path)
+
+
+@pytest.mark.parametrize(("beams", "length_penalty"), [(2, 1.0), (3, 0.6), (5, 1.3)])
+@torch.inference_mode()
+def test_every_beam_hypothesis_matches(flat_pair, beams, length_penalty):
+    """All n-best outputs and scores, several beam widths, beams that overtake each other and change rows."""
+    hf, tok, ours = flat_pair
+    pad, eos = hf.config.pad_token_id, ours.tokenizer.eos_id
+    for text in TEXTS:
+        enc = tok([text], return_tensors="pt")
+        ref = hf.generate(
+            **enc,
+            num_beams=beams,
+            num_return_sequences=beams,
+            max_new_tokens=20,
+            length_penalty=length_penalty,
+            bad_words_ids=[[pad]],
+            output_scores=True,
+            return_dict_in_generate=True,
+        )
+        params = DecodeParams(beams, beams, max_new_tokens=20, length_penalty=length_penalty)
+        hyps = generate(ours.model, [Request(0, ours.tokenizer.encode(text), params)])[0]
+        got = [h.tokens + ([eos] if h.finish_reason == "eos" else []) for h in hyps]
+        assert got == [[i for i in row[1:] if i != pad] for row in ref.sequences.tolist()]
+        assert [h.score for h in hyps] == pytest.approx(ref.sequences_scores.tolist(), abs=1e-4)
