@@ -33,6 +33,12 @@ def attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None) -> tu
     return weights @ v, weights
 
 
+def unpack(x: Tensor, rows: Tensor, shape: tuple[int, int]) -> Tensor:
+    """Real tokens x (T, d) at flat positions `rows` of a (B, S) batch -> (B, S, d), zeros at padding."""
+    b, s = shape
+    return x.new_zeros(b * s, x.shape[-1]).index_copy_(0, rows, x).view(b, s, -1)
+
+
 def causal_mask(t: int, device: torch.device | None = None) -> Tensor:
     """(t, t) boolean mask, True on and below the diagonal."""
     return torch.ones(t, t, dtype=torch.bool, device=device).tril()

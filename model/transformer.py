@@ -10,7 +10,7 @@ from torch import Tensor, nn
 
 from model.cache import DecoderCache
 from model.config import ModelConfig
-from model.layers import FeedForward, MultiHeadAttention, Residual, causal_mask, sinusoidal_table
+from model.layers import FeedForward, MultiHeadAttention, Residual, causal_mask, sinusoidal_table, unpack
 
 
 class EncoderLayer(nn.Module):
@@ -26,6 +26,19 @@ class EncoderLayer(nn.Module):
     def forward(self, x: Tensor, mask: Tensor) -> Tensor:
         """x (B, S, d_model), mask (B, 1, 1, S)."""
         x = self.attn_block(x, lambda h: self.self_attn(h, *self.self_attn.project_kv(h), mask))
+        return self.ffn_block(x, self.ffn)
+
+    def packed(self, x: Tensor, rows: Tensor, mask: Tensor) -> Tensor:
+        """x (T, d_model): only the real tokens of a padded batch, at flat positions `rows`; the linear layers skip
+        the padding and only attention sees the padded (B, S) layout. mask (B, 1, 1, S)."""
+        attn, shape = self.self_attn, (mask.shape[0], mask.shape[-1])
+
+        def attend(h: Tensor) -> Tensor:
+            q, k, v = (attn.split(unpack(proj(h), rows, shape)) for proj in (attn.q_proj, attn.k_proj, attn.v_proj))
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # (B, H, S, D)
+            return attn.out_proj(out.transpose(1, 2).flatten(2).flatten(0, 1)[rows])  # (T, d_model)
+
+        x = self.attn_block(x, attend)
         return self.ffn_block(x, self.ffn)
 
 
@@ -112,9 +125,15 @@ class Seq2SeqTransformer(nn.Module):
         """src (B, S) ids, src_mask (B, S) bool -> memory (B, S, d_model)."""
         x = self._embed(self.src_embed, src, torch.arange(src.shape[1], device=src.device))
         mask = src_mask[:, None, None, :]  # (B, 1, 1, S)
+        if self.training or bool(src_mask.all()):
+            for layer in self.encoder:
+                x = layer(x, mask)
+            return self.encoder_norm(x)
+        rows = src_mask.flatten().nonzero()[:, 0]  # (T,) real tokens: inference skips the padding
+        x = x.flatten(0, 1)[rows]  # (T, d_model)
         for layer in self.encoder:
-            x = layer(x, mask)
-        return self.encoder_norm(x)
+            x = layer.packed(x, rows, mask)
+        return unpack(self.encoder_norm(x), rows, src_mask.shape)
 
     def cross_kv(self, memory: Tensor) -> tuple[Tensor, Tensor]:
         """Every decoder layer's cross-attention K/V, projected once: each (L, B, H, S, D)."""
