@@ -88,14 +88,10 @@ class DecodeBatch:
         """Run one decoder step for every row; return the batch that goes on and what each request got."""
         cfg = model.cfg
         logits = model.decode_step(self.tokens, self.cache).float()  # (N, V)
+        logprobs = logits.log_softmax(-1)
         params = [g.params for g in self.groups for _ in range(g.width)]
         is_beam = [p.beam_size > 1 for p in params]
         n_beam = sum(is_beam)
-        penalties = any(p.repetition_penalty != 1.0 or p.no_repeat_ngram_size for p in params)
-        if n_beam or penalties or any(p.sampling for p in params):
-            logprobs, norm = logits.log_softmax(-1), None
-        else:  # greedy only: the picked tokens' log-probabilities need just each row's log-normaliser
-            logprobs, norm = None, logits.logsumexp(-1)  # (N,), before scores (= logits) is masked in place
         if n_beam == len(params):
             scores = logprobs  # modified in place below: greedy rows never read logprobs at pad/start
         elif n_beam == 0:
@@ -107,16 +103,13 @@ class DecodeBatch:
         early = [g.steps < g.params.min_new_tokens for g in self.groups for _ in range(g.width)]
         if any(early):
             suppress(scores, cfg.eos_id, torch.tensor(early, device=logits.device))
-        if penalties:
+        if any(p.repetition_penalty != 1.0 or p.no_repeat_ngram_size for p in params):
             apply_penalties(scores, [h for g in self.groups for h in g.histories()], params)
         choice = picked = cands = None
         if n_beam < len(params):  # greedy rows: first maximum, and its log-probability, in one pass each
             best = scores.max(-1).indices
             choice = best.tolist()
-            if logprobs is None:  # the best is never a masked token, so its logit is the raw one
-                picked = (logits.gather(1, best[:, None])[:, 0] - norm).tolist()
-            else:
-                picked = logprobs.gather(1, best[:, None])[:, 0].tolist()
+            picked = logprobs.gather(1, best[:, None])[:, 0].tolist()
         if n_beam:  # beam rows: each row's top 2*beam (the group's best 2*beam are among them) plus its score
             k = 2 * max(p.beam_size for p in params)
             rows = None if n_beam == len(params) else torch.tensor(is_beam, device=logits.device).nonzero()[:, 0]
