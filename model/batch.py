@@ -48,6 +48,10 @@ class DecodeBatch:
         """Rows in the batch (a beam-search request has one per live beam)."""
         return self.tokens.shape[0]
 
+    def cache_tokens(self) -> int:
+        """Tokens the cache holds (each row's source plus its decoded positions), counted without touching it."""
+        return sum(g.width * (len(g.request.src) + g.steps) for g in self.groups)
+
     @property
     def ids(self) -> list[Hashable]:
         """Request ids in row order."""

@@ -235,7 +235,7 @@ class Engine:
 
     def _report_cache(self) -> None:
         """Keep mt_cache_tokens equal to the tokens this engine's cache holds (engines add up)."""
-        tokens = self.batch.cache.tokens() if self.batch is not None and len(self.batch) else 0
+        tokens = self.batch.cache_tokens() if self.batch is not None else 0  # python arithmetic: no device sync
         self.metrics.cache_tokens.inc(tokens - self.cache_tokens)
         self.cache_tokens = tokens
         if self.batch is not None and not len(self.batch):

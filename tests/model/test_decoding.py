@@ -130,6 +130,7 @@ def test_requests_joining_and_leaving_a_running_batch_equal_alone(model):
             if step == 3:  # request 1 (beams) is aborted mid-way
                 batch = batch.filter([i for i in batch.ids if i != 1])
             batch, outputs = batch.step(model)
+            assert batch.cache_tokens() == (batch.cache.tokens() if len(batch) else 0)
             results.update((o.id, o.hypotheses) for o in outputs if o.finished)
             step += 1
     assert 1 not in results and len(results) == len(requests) - 1
