@@ -206,8 +206,8 @@ def server_flags(args: argparse.Namespace, path: Path, max_batch: int) -> list[s
 
 
 @contextlib.contextmanager
-def serving(args: argparse.Namespace, path: Path, max_batch: int) -> Iterator[str]:
-    """A ready server subprocess on 127.0.0.1 (yields its /translate URL); stopped on exit."""
+def serving(args: argparse.Namespace, path: Path, max_batch: int) -> Iterator[tuple[str, int]]:
+    """A ready server subprocess on 127.0.0.1 (yields its /translate URL and pid); stopped on exit."""
     from tests.server import ServerProcess
 
     t0 = time.perf_counter()
@@ -215,9 +215,43 @@ def serving(args: argparse.Namespace, path: Path, max_batch: int) -> Iterator[st
     try:
         server.wait(timeout=args.startup_timeout)
         log(f"server --max-batch-size {max_batch} ready in {time.perf_counter() - t0:.1f}s ({server.log_path})")
-        yield server.url + "/translate"
+        yield server.url + "/translate", server.proc.pid
     finally:
         server.stop()
+
+
+# --------------------------------------------------------------------------- CPU accounting
+
+
+def thread_cpu(pid: int) -> dict[int, float]:
+    """CPU seconds (user + system) of each thread of process `pid`, by thread id (Linux /proc)."""
+    tick, out = os.sysconf("SC_CLK_TCK"), {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        with contextlib.suppress(OSError):
+            stat = Path(f"/proc/{pid}/task/{tid}/stat").read_text()
+            fields = stat[stat.rindex(")") + 2 :].split()
+            out[int(tid)] = (int(fields[11]) + int(fields[12])) / tick
+    return out
+
+
+@contextlib.contextmanager
+def cpu_account(pid: int | None) -> Iterator[dict[str, float]]:
+    """CPU seconds spent while the block runs: the server's main thread (the HTTP event loop), its other threads
+    (engine, torch's OpenMP threads) and this process (the load generator), beside the wall time."""
+    out: dict[str, float] = {}
+    if pid is None or not Path(f"/proc/{pid}/task").is_dir():
+        yield out
+        return
+    before, client, start = thread_cpu(pid), time.process_time(), time.perf_counter()
+    yield out
+    after = thread_cpu(pid)
+    spent = {tid: after[tid] - before.get(tid, 0.0) for tid in after}
+    out.update(
+        wall=time.perf_counter() - start,
+        loop=spent.get(pid, 0.0),
+        engine=sum(v for tid, v in spent.items() if tid != pid),
+        client=time.process_time() - client,
+    )
 
 
 # --------------------------------------------------------------------------- the run
@@ -249,6 +283,7 @@ class Row:
     key: str
     label: str
     stats: Stats
+    cpu: dict[str, float] | None = None  # cpu_account() of the run
 
 
 @dataclass
@@ -298,7 +333,9 @@ def timed(name: str, run: Callable[[], Stats]) -> Stats:
     return stats
 
 
-def batched_vs_offline(args: argparse.Namespace, url: str, work: Workload, model, natural: bool) -> list[Row]:
+def batched_vs_offline(
+    args: argparse.Namespace, url: str, work: Workload, model, natural: bool, pid: int | None = None
+) -> list[Row]:
     """(a) on the running server, and (b) offline on the same sources: half before (a), half after it."""
     if natural:
         fields, key, label = decode_fields(args.natural_max_tokens, forced=False), " natural", ", natural length"
@@ -307,11 +344,12 @@ def batched_vs_offline(args: argparse.Namespace, url: str, work: Workload, model
     ids = cycle(work.sources, args.requests)
     half = (args.requests // 2 // args.batch_size) * args.batch_size or args.requests // 2
     before = offline(model, ids[:half], fields, args.batch_size)
-    a = timed(f"(a){key}", lambda: closed(args, url, work.bodies(args.requests, fields), args.concurrency))
+    with cpu_account(pid) as cpu:
+        a = timed(f"(a){key}", lambda: closed(args, url, work.bodies(args.requests, fields), args.concurrency))
     b = offline_stats(before + offline(model, ids[half:], fields, args.batch_size))
     log(f"(b){key}: {b.rps:.2f} req/s, {b.tps:.0f} tokens/s")
     return [
-        Row("a" + key, f"(a) server, {args.concurrency} concurrent clients{label}", a),
+        Row("a" + key, f"(a) server, {args.concurrency} concurrent clients{label}", a, cpu),
         Row("b" + key, f"(b) engine offline, batch {args.batch_size}{label}", b),
     ]
 
@@ -359,13 +397,13 @@ def run_all(args: argparse.Namespace, path: Path) -> Results:
     work = workload(args, ck)
     load_before = os.getloadavg()[0]
     offline(ck.model, work.sources[: args.batch_size], decode_fields(4, forced=True), args.batch_size)  # warm-up
-    with serving(args, path, args.batch_size) as url:
+    with serving(args, path, args.batch_size) as (url, pid):
         warm_up(args, url, work, args.concurrency)
-        rows = batched_vs_offline(args, url, work, ck.model, natural=False)
+        rows = batched_vs_offline(args, url, work, ck.model, natural=False, pid=pid)
         rows += [] if args.skip_extra else extra_rows(args, url, work)
         rows += batched_vs_offline(args, url, work, ck.model, natural=True) if args.natural else []
         points = sweep(args, url, work, decode_fields(args.new_tokens, forced=True), rows[0].stats.rps)
-    with serving(args, path, 1) as url:
+    with serving(args, path, 1) as (url, _):
         warm_up(args, url, work, 1)
         single = work.bodies(args.single_requests, decode_fields(args.new_tokens, forced=True))
         c = timed("(c)", lambda: closed(args, url, single, 1))
@@ -540,12 +578,44 @@ def method(args: argparse.Namespace, res: Results, info: dict[str, str]) -> list
     ]
 
 
+def cpu_table(rows: list[Row]) -> list[str]:
+    """Where the machine's CPU went during (a), and the (a)/(b) bound that leaves (empty without /proc)."""
+    cpu = next((r.cpu for r in rows if r.key == "a" and r.cpu), None)
+    if not cpu:
+        return []
+    cores = len(os.sched_getaffinity(0))
+    total = cpu["wall"] * cores
+    parts = [
+        ("server: engine thread and torch's OpenMP threads", cpu["engine"]),
+        ("server: HTTP event loop (main thread: uvicorn, FastAPI, tokenizer, SSE)", cpu["loop"]),
+        ("load generator (this process: httpx clients)", cpu["client"]),
+    ]
+    lines = [
+        f"CPU during (a), from `/proc/PID/task/*/stat` and `time.process_time()`: {cpu['wall']:.1f} s of wall time "
+        f"on {cores} cores = {total:.1f} core-seconds available.",
+        "",
+        "| where | CPU seconds | share of the machine |",
+        "|---|---|---|",
+    ]
+    lines += [f"| {name} | {v:.2f} | {v / total:.0%} |" for name, v in parts]
+    bound = 1 - (cpu["loop"] + cpu["client"]) / total
+    lines += [
+        "",
+        f"(b) has all {cores} cores to itself. In (a) the HTTP loop and the load generator took "
+        f"{1 - bound:.0%} of the machine, so even an engine exactly as efficient per core-second as (b) would "
+        f"reach (a)/(b) <= {bound:.2f} here.",
+        "",
+    ]
+    return lines
+
+
 def render(args: argparse.Namespace, res: Results, plot_name: str | None) -> str:
     """The whole markdown section."""
     info = machine_info(args)
     cmd = "python -m bench.load" + (" " + " ".join(sys.argv[1:]) if sys.argv[1:] else "")
     parts = [SECTION, "", f"Generated by `{cmd}` on {info['date']}.", "", *method(args, res, info), ""]
     parts += [main_table(res.rows), "", target_table(res.rows), ""]
+    parts += cpu_table(res.rows)
     if res.points:
         lag = max(p.stats.max_lag for p in res.points)
         parts += [
