@@ -124,8 +124,8 @@ class Group:
         pool = []
         for parent in range(width):
             row_scores, row_tokens = cands.row(first_row + parent)
-            rank = self.ranks[parent] * vocab  # ties go to the better-ranked beam, as in a flat top-k
-            pool.extend((s, rank + t, parent, t) for s, t in zip(row_scores, row_tokens, strict=True))
+            tie = self.ranks[parent] * vocab  # equal scores: the better-ranked beam first, as in a flat top-k
+            pool.extend((s, tie + t, parent, t) for s, t in zip(row_scores, row_tokens, strict=True))
         pool.sort(key=lambda c: (-c[0], c[1]))
         length = self.steps + 1
         chosen = []  # (score, parent, token) of the beams that go on, best first
