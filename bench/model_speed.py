@@ -135,10 +135,9 @@ class Engine:
 
     name: str
     run: Callable[[list[list[int]], int, int], list[list[int]]]
-    kind: str = "main"  # "main" | "int8" | "extra"
 
 
-def ours_engine(name: str, model: torch.nn.Module, kind: str = "main") -> Engine:
+def ours_engine(name: str, model: torch.nn.Module) -> Engine:
     from model.generate import generate
     from model.params import DecodeParams
     from model.search import Request
@@ -149,7 +148,7 @@ def ours_engine(name: str, model: torch.nn.Module, kind: str = "main") -> Engine
             results = generate(model, [Request(i, src, params) for i, src in enumerate(batch)])
         return [hyps[0].tokens for hyps in results]
 
-    return Engine(name, run, kind)
+    return Engine(name, run)
 
 
 def hf_engine(name: str, model: torch.nn.Module) -> Engine:
@@ -181,7 +180,7 @@ def hf_engine(name: str, model: torch.nn.Module) -> Engine:
     return Engine(name, run)
 
 
-def ct2_engine(name: str, translator, vocab: list[str], kind: str = "main") -> Engine:
+def ct2_engine(name: str, translator, vocab: list[str]) -> Engine:
     index = {p: i for i, p in enumerate(vocab)}
 
     def run(batch: list[list[int]], beam: int, new: int) -> list[list[int]]:
@@ -194,7 +193,7 @@ def ct2_engine(name: str, translator, vocab: list[str], kind: str = "main") -> E
         )
         return [[index[t] for t in r.hypotheses[0]] for r in results]
 
-    return Engine(name, run, kind)
+    return Engine(name, run)
 
 
 def quantize_int8(model: torch.nn.Module) -> torch.nn.Module:
@@ -218,7 +217,7 @@ def build_engine(name: str, path: Path, ct2_dir: Path, threads: int) -> Engine:
         vocab = json.loads((ct2_dir / "shared_vocabulary.json").read_text(encoding="utf-8"))
         compute = "float32" if name == "CT2 fp32" else "int8"
         opts = {"device": "cpu", "inter_threads": 1, "intra_threads": threads}
-        return ct2_engine(name, ctranslate2.Translator(str(ct2_dir), compute_type=compute, **opts), vocab, compute[:4])
+        return ct2_engine(name, ctranslate2.Translator(str(ct2_dir), compute_type=compute, **opts), vocab)
     if name == "HF fp32":
         from transformers import MarianMTModel
         from transformers.utils import logging as hf_logging
@@ -229,9 +228,9 @@ def build_engine(name: str, path: Path, ct2_dir: Path, threads: int) -> Engine:
 
     ours = load(path).model
     if name == "ours int8":
-        return ours_engine(name, quantize_int8(ours), "int8")
+        return ours_engine(name, quantize_int8(ours))
     if name == "ours bf16":
-        return ours_engine(name, ours.to(torch.bfloat16), "extra")
+        return ours_engine(name, ours.to(torch.bfloat16))
     return ours_engine(name, ours)
 
 
@@ -257,7 +256,6 @@ class Isolated:
 
     def __init__(self, name: str, path: Path, ct2_dir: Path, threads: int):
         self.name = name
-        self.kind = "int8" if "int8" in name else "extra" if name == "ours bf16" else "main"
         ctx = multiprocessing.get_context("spawn")
         args = (name, path, ct2_dir, threads)
         self.pool = ProcessPoolExecutor(1, mp_context=ctx, initializer=_start_worker, initargs=args)
@@ -277,7 +275,7 @@ class Local:
 
     def __init__(self, name: str, path: Path, ct2_dir: Path, threads: int):
         self.engine = build_engine(name, path, ct2_dir, threads)
-        self.name, self.kind, self.run = name, self.engine.kind, self.engine.run
+        self.name, self.run = name, self.engine.run
 
     def timed(self, batch: list[list[int]], beam: int, new: int) -> tuple[list[list[int]], float]:
         start = time.perf_counter()
@@ -519,8 +517,8 @@ def main(argv: list[str] | None = None) -> int:
                 warnings.simplefilter("ignore")
                 ctranslate2.converters.TransformersConverter(str(hf_dir)).convert(str(ct2_dir), quantization=None)
         names = engine_names(not args.skip_int8, not args.skip_bf16)
-        kind = Local if args.same_process else Isolated
-        engines = [kind(name, hf_dir, ct2_dir, args.threads) for name in names]
+        host = Local if args.same_process else Isolated
+        engines = [host(name, hf_dir, ct2_dir, args.threads) for name in names]
         log(f"built model and engines in {time.perf_counter() - t0:.1f}s: {', '.join(names)}")
 
         sources = make_sources(args.sentences, args.seed + 1)
