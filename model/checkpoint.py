@@ -165,7 +165,11 @@ def _load_marian(path: Path) -> tuple[Seq2SeqTransformer, Tokenizer]:
     else:
         hf_state = torch.load(path / "pytorch_model.bin", map_location="cpu", weights_only=True)
     tokenizer = Tokenizer.from_files(path / "source.spm", path / "target.spm", path / "vocab.json")
-    cfg = ModelConfig.from_dict({**cfg.to_dict(), "unk_id": tokenizer.unk_id})
+    bias = hf_state.get("final_logits_bias")
+    if bias is not None and not bias.any():  # OPUS-MT ships zeros: skipping them spares a (N, V) pass per step
+        hf_state = {k: v for k, v in hf_state.items() if k != "final_logits_bias"}
+    has_bias = "final_logits_bias" in hf_state
+    cfg = ModelConfig.from_dict({**cfg.to_dict(), "unk_id": tokenizer.unk_id, "final_logits_bias": has_bias})
     model = Seq2SeqTransformer(cfg)
     _load_strict(model, marian_state(hf_state, cfg))
     return model, tokenizer

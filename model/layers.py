@@ -39,6 +39,11 @@ def unpack(x: Tensor, rows: Tensor, shape: tuple[int, int]) -> Tensor:
     return x.new_zeros(b * s, x.shape[-1]).index_copy_(0, rows, x).view(b, s, -1)
 
 
+def additive_mask(mask: Tensor, dtype: torch.dtype) -> Tensor:
+    """Boolean mask (True = may attend) as 0 / -inf in `dtype`: attention kernels add it without converting."""
+    return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill_(~mask, float("-inf"))
+
+
 def causal_mask(t: int, device: torch.device | None = None) -> Tensor:
     """(t, t) boolean mask, True on and below the diagonal."""
     return torch.ones(t, t, dtype=torch.bool, device=device).tril()

@@ -10,7 +10,15 @@ from torch import Tensor, nn
 
 from model.cache import DecoderCache
 from model.config import ModelConfig
-from model.layers import FeedForward, MultiHeadAttention, Residual, causal_mask, sinusoidal_table, unpack
+from model.layers import (
+    FeedForward,
+    MultiHeadAttention,
+    Residual,
+    additive_mask,
+    causal_mask,
+    sinusoidal_table,
+    unpack,
+)
 
 
 class EncoderLayer(nn.Module):
@@ -59,17 +67,17 @@ class DecoderLayer(nn.Module):
         x = self.cross_block(x, lambda h: self.cross_attn(h, *cross_kv, src_mask))
         return self.ffn_block(x, self.ffn)
 
-    def step(self, x: Tensor, cache: DecoderCache, layer: int) -> Tensor:
-        """One new position per row: x (N, 1, d_model); writes this layer's K/V into the cache."""
+    def step(self, x: Tensor, cache: DecoderCache, layer: int, self_mask: Tensor | None, src_bias: Tensor) -> Tensor:
+        """One new position per row: x (N, 1, d_model); writes this layer's K/V into the cache. The masks are the
+        step's, shared by all layers: self_mask (N, 1, 1, t) or None, src_bias (N, 1, 1, S) additive."""
 
         def self_attend(h: Tensor) -> Tensor:
             k, v = self.self_attn.project_kv(h)  # (N, H, 1, D)
             keys, values = cache.write(layer, k[:, :, 0], v[:, :, 0])  # (N, H, t, D)
-            return self.self_attn(h, keys, values, cache.self_mask())
+            return self.self_attn(h, keys, values, self_mask)
 
-        src_mask = cache.src_mask[:, None, None, :]  # (N, 1, 1, S)
         x = self.self_block(x, self_attend)
-        x = self.cross_block(x, lambda h: self.cross_attn(h, cache.cross_k[layer], cache.cross_v[layer], src_mask))
+        x = self.cross_block(x, lambda h: self.cross_attn(h, cache.cross_k[layer], cache.cross_v[layer], src_bias))
         return self.ffn_block(x, self.ffn)
 
 
@@ -111,7 +119,7 @@ class Seq2SeqTransformer(nn.Module):
 
     def _embed(self, table: nn.Embedding, ids: Tensor, positions: Tensor) -> Tensor:
         """Scaled token embedding plus sinusoidal position, then dropout."""
-        return self.drop(table(ids) * self.embed_scale + self.pe[positions])
+        return self.drop(table(ids) * self.embed_scale + F.embedding(positions, self.pe))
 
     def _logits(self, x: Tensor) -> Tensor:
         """Final norm (pre-LN) and projection to the target vocabulary."""
@@ -151,8 +159,9 @@ class Seq2SeqTransformer(nn.Module):
             raise ValueError(f"decoder position {cache.max_length} exceeds max_positions={self.cfg.max_positions}")
         cache.ensure_capacity(cache.max_length + 1)
         x = self._embed(self.tgt_embed, tokens, cache.lengths)[:, None]  # (N, 1, d_model)
+        self_mask, src_bias = cache.self_mask(), additive_mask(cache.src_mask, x.dtype)[:, None, None, :]
         for i, layer in enumerate(self.decoder):
-            x = layer.step(x, cache, i)
+            x = layer.step(x, cache, i, self_mask, src_bias)
         cache.advance()
         return self._logits(x[:, 0])
 

@@ -75,3 +75,19 @@ def test_marian_from_pytorch_bin(marian_dir, tmp_path):
     assert ck.name == "en-fr"
     ref = load(marian_dir)
     assert torch.equal(ck.model.out_proj.weight, ref.model.out_proj.weight)
+
+
+def test_marian_zero_logits_bias_is_dropped_without_changing_logits(marian_dir, tmp_path):
+    copy = tmp_path / "opus-mt-en-de"
+    shutil.copytree(marian_dir, copy)
+    state = load_file(str(copy / "model.safetensors"))
+    state["final_logits_bias"] = torch.zeros_like(state["final_logits_bias"])
+    save_file(state, str(copy / "model.safetensors"))
+    zeroed, ref = load(copy).model, load(marian_dir).model
+    assert zeroed.final_logits_bias is None and not zeroed.cfg.final_logits_bias
+    assert ref.final_logits_bias is not None  # a real bias is kept
+    ref.final_logits_bias.zero_()
+    src = torch.tensor([[5, 9, 12, 0]])
+    mask, tgt = torch.ones_like(src, dtype=torch.bool), torch.tensor([[ref.cfg.decoder_start_id, 7, 3]])
+    with torch.inference_mode():
+        assert torch.equal(zeroed(src, mask, tgt), ref(src, mask, tgt))
