@@ -143,7 +143,8 @@ def ours_engine(name: str, model: torch.nn.Module) -> Engine:
     from model.search import Request
 
     def run(batch: list[list[int]], beam: int, new: int) -> list[list[int]]:
-        params = DecodeParams(beam_size=beam, max_new_tokens=new, min_new_tokens=new)
+        # no per-step scores for greedy, as HF generate and CTranslate2 translate_batch compute none by default
+        params = DecodeParams(beam_size=beam, max_new_tokens=new, min_new_tokens=new, return_scores=False)
         with torch.inference_mode():
             results = generate(model, [Request(i, src, params) for i, src in enumerate(batch)])
         return [hyps[0].tokens for hyps in results]

@@ -92,10 +92,11 @@ class DecodeBatch:
         """Run one decoder step for every row; return the batch that goes on and what each request got."""
         cfg = model.cfg
         logits = model.decode_step(self.tokens, self.cache).float()  # (N, V)
-        logprobs = logits.log_softmax(-1)
         params = [g.params for g in self.groups for _ in range(g.width)]
         is_beam = [p.beam_size > 1 for p in params]
         n_beam = sum(is_beam)
+        scored = n_beam or any(p.return_scores for p in params)
+        logprobs = logits.log_softmax(-1) if scored else None  # greedy without scores needs only the argmax
         if n_beam == len(params):
             scores = logprobs  # modified in place below: greedy rows never read logprobs at pad/start
         elif n_beam == 0:
@@ -113,7 +114,7 @@ class DecodeBatch:
         if n_beam < len(params):  # greedy rows: first maximum, and its log-probability, in one pass each
             best = scores.max(-1).indices
             choice = best.tolist()
-            picked = logprobs.gather(1, best[:, None])[:, 0].tolist()
+            picked = None if logprobs is None else logprobs.gather(1, best[:, None])[:, 0].tolist()
         if n_beam:  # beam rows: each row's top 2*beam (the group's best 2*beam are among them) plus its score
             k = 2 * max(p.beam_size for p in params)
             rows = None if n_beam == len(params) else torch.tensor(is_beam, device=logits.device).nonzero()[:, 0]

@@ -21,6 +21,7 @@ class DecodeParams:
     top_k: int = 0
     top_p: float = 1.0
     seed: int | None = None
+    return_scores: bool = True  # greedy/sampling: sum log-probabilities (a log-softmax per step); beams always do
 
     def __post_init__(self) -> None:
         checks = [

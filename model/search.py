@@ -29,10 +29,11 @@ class Request:
 
 @dataclass(frozen=True)
 class Hypothesis:
-    """One finished output: generated ids (EOS excluded) and its length-normalised log-probability."""
+    """One finished output: generated ids (EOS excluded) and its length-normalised log-probability (None when a
+    greedy or sampled request did not ask for scores)."""
 
     tokens: list[int]
-    score: float
+    score: float | None
     finish_reason: str  # "eos" | "length"
 
 
@@ -82,7 +83,7 @@ class Group:
     def advance(
         self,
         scores: Tensor,
-        logprobs: Tensor,
+        logprobs: Tensor | None,
         first_row: int,
         choice: list[int] | None,
         picked: list[float] | None,
@@ -94,15 +95,12 @@ class Group:
         return self._advance_beams(cands, first_row, scores.shape[1])
 
     def _advance_single(
-        self, scores: Tensor, logprobs: Tensor, row: int, choice: list[int] | None, picked: list[float] | None
+        self, scores: Tensor, logprobs: Tensor | None, row: int, choice: list[int] | None, picked: list[float] | None
     ) -> list[int]:
         """Greedy or sampled next token for a one-row request."""
-        if self.params.sampling:
-            token = sample(scores[row], self.params, self.generator)
-            self.scores[0] += float(logprobs[row, token])
-        else:
-            token = choice[row]
-            self.scores[0] += picked[row]
+        token = sample(scores[row], self.params, self.generator) if self.params.sampling else choice[row]
+        if self.params.return_scores:
+            self.scores[0] += float(logprobs[row, token]) if self.params.sampling else picked[row]
         self.steps += 1
         if token == self.eos_id or self.steps >= self.params.max_new_tokens:
             self.finished = [self._hypothesis(self.beams[0], token, self.scores[0], self.steps)]
@@ -116,7 +114,8 @@ class Group:
         score / length ** length_penalty."""
         reason = "eos" if token == self.eos_id else "length"
         tokens = prefix if token == self.eos_id else prefix + [token]
-        return Hypothesis(tokens, score / (length**self.params.length_penalty), reason)
+        scored = self.params.beam_size > 1 or self.params.return_scores
+        return Hypothesis(tokens, score / (length**self.params.length_penalty) if scored else None, reason)
 
     def _advance_beams(self, cands: BeamCandidates, first_row: int, vocab: int) -> list[int]:
         """One beam-search step with transformers' semantics (2·B candidates, top-B finish, heuristic stop)."""
@@ -154,6 +153,8 @@ class Group:
 
     def result(self) -> list[Hypothesis]:
         """The n best finished hypotheses, best first."""
+        if self.params.beam_size == 1:  # one hypothesis, perhaps unscored
+            return self.finished
         return sorted(self.finished, key=lambda h: -h.score)[: self.params.num_hypotheses]
 
 

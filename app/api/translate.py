@@ -108,6 +108,7 @@ def decode_params(body: TranslateRequest, settings: Settings, max_positions: int
         top_k=p.top_k or 0,
         top_p=p.top_p or 1.0,
         seed=p.seed,
+        return_scores=p.return_scores,
     )
 
 

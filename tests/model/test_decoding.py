@@ -50,6 +50,22 @@ def test_batched_equals_alone(model):
         assert [h.score for h in alone] == pytest.approx([h.score for h in hyps], abs=1e-4)
 
 
+def test_scores_are_optional_for_greedy_and_sampling(model):
+    """return_scores=False skips the log-softmax (when no row needs it): same tokens, no score; rows that ask for
+    scores beside them get the score they get alone."""
+    import dataclasses
+
+    silent = [dataclasses.replace(p, return_scores=False) for p in (MIXED[0], MIXED[2], MIXED[3])]
+    quiet = generate(model, [Request(i, _src(i), p) for i, p in enumerate(silent)])  # no row needs log-probs
+    loud = generate(model, [Request(i, _src(i), p) for i, p in enumerate((MIXED[0], MIXED[2], MIXED[3]))])
+    assert [_tokens(h) for h in quiet] == [_tokens(h) for h in loud]
+    assert all(h.score is None for hyps in quiet for h in hyps)
+    assert all(h.score is not None and h.score < 0 for hyps in loud for h in hyps)
+    mixed = generate(model, [Request(0, _src(0), silent[0]), Request(1, _src(1), MIXED[0])])
+    assert mixed[0][0].score is None
+    assert mixed[1][0].score == pytest.approx(generate(model, [Request(1, _src(1), MIXED[0])])[0][0].score, abs=1e-5)
+
+
 def test_nbest_sorted_and_distinct(model):
     hyps = generate(model, [Request(0, _src(3), DecodeParams(beam_size=5, num_hypotheses=5, max_new_tokens=8))])[0]
     assert len(hyps) == 5
