@@ -105,7 +105,8 @@ def main(argv: list[str] | None = None) -> int:
         model = quantize_int8(model)
     sources = make_sources(args.batch)
     for beam in args.beams:
-        params = DecodeParams(beam_size=beam, max_new_tokens=args.new_tokens, min_new_tokens=args.new_tokens)
+        new = args.new_tokens  # no greedy scores, as in bench.model_speed
+        params = DecodeParams(beam_size=beam, max_new_tokens=new, min_new_tokens=new, return_scores=False)
         requests = [Request(i, s, params) for i, s in enumerate(sources)]
         generate(model, requests)  # warm-up
         totals, cpu, counts, restore = instrument()
