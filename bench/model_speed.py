@@ -419,7 +419,7 @@ def render(info: dict[str, str], args: argparse.Namespace, body: str, targets: s
         "`TransformersConverter(dir).convert(out, quantization=None)` and `compute_type` float32 / int8.",
         f"- Work: random source ids of 10-40 tokens (EOS last); {args.sentences} sentences per batch size, "
         f"{min(args.batch1_sentences, args.sentences)} at batch 1; exactly {args.new_tokens} new tokens "
-        "forced per sentence (ours: `DecodeParams(min_new_tokens=max_new_tokens)`, HF: "
+        "forced per sentence (ours: `DecodeParams(min_new_tokens=max_new_tokens, return_scores=False)`, HF: "
         "`min_new_tokens=max_new_tokens`, CT2: `min_decoding_length=max_decoding_length`, which count generated "
         "tokens only), checked by counting each engine's output; beam rows count the best hypothesis.",
         "- Method: same fixed batches for all engines (CT2 `max_batch_size` = batch, called per batch); each "
