@@ -95,8 +95,9 @@ class DecodeBatch:
         params = [g.params for g in self.groups for _ in range(g.width)]
         is_beam = [p.beam_size > 1 for p in params]
         n_beam = sum(is_beam)
-        scored = n_beam or any(p.return_scores for p in params)
-        logprobs = logits.log_softmax(-1) if scored else None  # greedy without scores needs only the argmax
+        logprobs = (
+            logits.log_softmax(-1) if any(p.scored for p in params) else None
+        )  # greedy without scores needs only the argmax
         if n_beam == len(params):
             scores = logprobs  # modified in place below: greedy rows never read logprobs at pad/start
         elif n_beam == 0:

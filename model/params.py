@@ -41,6 +41,11 @@ class DecodeParams:
                 raise ValueError(message)
 
     @property
+    def scored(self) -> bool:
+        """Needs per-step log-probabilities: beam search always, greedy and sampling when asked for scores."""
+        return self.beam_size > 1 or self.return_scores
+
+    @property
     def width(self) -> int:
         """Rows this request occupies in a decode batch."""
         return self.beam_size

@@ -114,8 +114,8 @@ class Group:
         score / length ** length_penalty."""
         reason = "eos" if token == self.eos_id else "length"
         tokens = prefix if token == self.eos_id else prefix + [token]
-        scored = self.params.beam_size > 1 or self.params.return_scores
-        return Hypothesis(tokens, score / (length**self.params.length_penalty) if scored else None, reason)
+        normalised = score / (length**self.params.length_penalty) if self.params.scored else None
+        return Hypothesis(tokens, normalised, reason)
 
     def _advance_beams(self, cands: BeamCandidates, first_row: int, vocab: int) -> list[int]:
         """One beam-search step with transformers' semantics (2·B candidates, top-B finish, heuristic stop)."""

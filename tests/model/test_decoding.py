@@ -1,5 +1,7 @@
 """Decoding: batched equals alone, n-best order, seeded sampling, limits, penalties."""
 
+import dataclasses
+
 import pytest
 import torch
 
@@ -53,8 +55,6 @@ def test_batched_equals_alone(model):
 def test_scores_are_optional_for_greedy_and_sampling(model):
     """return_scores=False skips the log-softmax (when no row needs it): same tokens, no score; rows that ask for
     scores beside them get the score they get alone."""
-    import dataclasses
-
     silent = [dataclasses.replace(p, return_scores=False) for p in (MIXED[0], MIXED[2], MIXED[3])]
     quiet = generate(model, [Request(i, _src(i), p) for i, p in enumerate(silent)])  # no row needs log-probs
     loud = generate(model, [Request(i, _src(i), p) for i, p in enumerate((MIXED[0], MIXED[2], MIXED[3]))])
