@@ -95,9 +95,8 @@ class DecodeBatch:
         params = [g.params for g in self.groups for _ in range(g.width)]
         is_beam = [p.beam_size > 1 for p in params]
         n_beam = sum(is_beam)
-        logprobs = (
-            logits.log_softmax(-1) if any(p.scored for p in params) else None
-        )  # greedy without scores needs only the argmax
+        scored = any(p.scored for p in params)  # greedy and sampling without scores need no log-softmax
+        logprobs = logits.log_softmax(-1) if scored else None
         if n_beam == len(params):
             scores = logprobs  # modified in place below: greedy rows never read logprobs at pad/start
         elif n_beam == 0:
