@@ -67,14 +67,14 @@ class DecoderLayer(nn.Module):
         x = self.cross_block(x, lambda h: self.cross_attn(h, *cross_kv, src_mask))
         return self.ffn_block(x, self.ffn)
 
-    def step(self, x: Tensor, cache: DecoderCache, layer: int, self_mask: Tensor | None, src_bias: Tensor) -> Tensor:
-        """One new position per row: x (N, 1, d_model); writes this layer's K/V into the cache. The masks are the
-        step's, shared by all layers: self_mask (N, 1, 1, t) or None, src_bias (N, 1, 1, S) additive."""
+    def step(self, x: Tensor, cache: DecoderCache, layer: int, self_bias: Tensor | None, src_bias: Tensor) -> Tensor:
+        """One new position per row: x (N, 1, d_model); writes this layer's K/V into the cache. The additive masks
+        are the step's, shared by all layers: self_bias (N, 1, 1, t) or None, src_bias (N, 1, 1, S)."""
 
         def self_attend(h: Tensor) -> Tensor:
             k, v = self.self_attn.project_kv(h)  # (N, H, 1, D)
             keys, values = cache.write(layer, k[:, :, 0], v[:, :, 0])  # (N, H, t, D)
-            return self.self_attn(h, keys, values, self_mask)
+            return self.self_attn(h, keys, values, self_bias)
 
         x = self.self_block(x, self_attend)
         x = self.cross_block(x, lambda h: self.cross_attn(h, cache.cross_k[layer], cache.cross_v[layer], src_bias))
@@ -159,9 +159,11 @@ class Seq2SeqTransformer(nn.Module):
             raise ValueError(f"decoder position {cache.max_length} exceeds max_positions={self.cfg.max_positions}")
         cache.ensure_capacity(cache.max_length + 1)
         x = self._embed(self.tgt_embed, tokens, cache.lengths)[:, None]  # (N, 1, d_model)
-        self_mask, src_bias = cache.self_mask(), additive_mask(cache.src_mask, x.dtype)[:, None, None, :]
+        visible = cache.self_mask()  # (N, 1, 1, t) bool, or None when every row sees every position
+        self_bias = None if visible is None else additive_mask(visible, x.dtype)
+        src_bias = additive_mask(cache.src_mask, x.dtype)[:, None, None, :]  # (N, 1, 1, S)
         for i, layer in enumerate(self.decoder):
-            x = layer.step(x, cache, i, self_mask, src_bias)
+            x = layer.step(x, cache, i, self_bias, src_bias)
         cache.advance()
         return self._logits(x[:, 0])
 
