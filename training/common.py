@@ -9,10 +9,11 @@ from pathlib import Path
 
 WORK = Path(__file__).resolve().parent / "work"
 HANDBOOK = Path("/usr/share/doc/debian-handbook/html")
+EVERYDAY = Path(__file__).resolve().parent / "everyday.tsv"  # hand-written test phrases: never trained on
 
 _SPLIT = re.compile(r"(?<=[.!?])[\"”’)]?\s+(?=[\"“‘(¿¡«]?[A-ZÁÉÍÓÚÑ])")
 _ABBREV = re.compile(r"\b(?:e\.g|i\.e|etc|Mr|Mrs|Ms|Dr|St|vs|cf|No|Fig|Vol|viz)\.$")
-_BAD = re.compile(r"https?:|www\.|@\S+\.|>>>|::|[{}<>\\|_=^~]|\.\.\.\.|\t|\$\(|/\w+/\w+")
+BAD = re.compile(r"https?:|www\.|@\S+\.|>>>|::|[{}<>\\|_=^~]|\.\.\.\.|\t|\$\(|/\w+/\w+")
 _SPACE = re.compile(r"\s+")
 _VERSE = re.compile(r"^(?:.*?\s)??((?:I{1,3} )?[A-Z][a-z]+(?: of [A-Z][a-z]+)*) (\d+):(\d+): (.*)$")
 _TAG = re.compile(r"<[^>]+>")
@@ -36,6 +37,12 @@ def split_sentences(text: str) -> list[str]:
     return out
 
 
+def sentence_pairs(en: str, es: str) -> list[tuple[str, str]]:
+    """A multi-sentence pair split into sentence pairs when both sides have the same count, else kept whole."""
+    en_s, es_s = split_sentences(en), split_sentences(es)
+    return list(zip(en_s, es_s, strict=True)) if 1 < len(en_s) == len(es_s) else [(en, es)]
+
+
 def n_words(text: str) -> int:
     """Number of whitespace-separated words."""
     return len(text.split())
@@ -43,7 +50,7 @@ def n_words(text: str) -> int:
 
 def good_sentence(text: str, lo: int = 3, hi: int = 40) -> bool:
     """True for a prose-like sentence of lo..hi words without code, URLs or markup."""
-    if not lo <= n_words(text) <= hi or _BAD.search(text):
+    if not lo <= n_words(text) <= hi or BAD.search(text):
         return False
     letters = sum(ch.isalpha() for ch in text)
     upper = sum(ch.isupper() for ch in text)
@@ -110,6 +117,11 @@ def write_lines(path: Path, lines: list[str]) -> None:
 def read_lines(path: Path) -> list[str]:
     """Read a one-item-per-line file."""
     return path.read_text(encoding="utf-8").splitlines()
+
+
+def read_tsv(path: Path) -> list[tuple[str, str]]:
+    """Read tab-separated (English, Spanish) pairs."""
+    return [tuple(line.split("\t")) for line in read_lines(path)]
 
 
 def read_bible(module: str) -> dict[tuple[str, int, int], str]:

@@ -1,17 +1,22 @@
 """Stage 5: assemble work/train.{en,es} and train the shared SentencePiece model work/spm.model."""
 
+import argparse
 import random
 import re
+import shutil
 import time
+from pathlib import Path
 
 import sentencepiece as spm
 
-from training.common import WORK, n_words, read_lines, write_lines
+from training.common import EVERYDAY, WORK, n_words, read_lines, read_tsv, write_lines
 
 SEED = 42
 VOCAB = 8000
-SOURCES = ("bible", "distilled")  # human pairs first: they win when an English side repeats
-HELD_OUT = ("dev", "test")
+# name: copies in the training data. Human pairs come first (they win when an English side repeats) and the
+# help pages (human prose, few) are repeated; the catalogs already outnumber the distilled pairs.
+SOURCES = {"helpdocs": 3, "catalogs": 1, "bible": 1, "dictionary": 1, "distilled": 1}
+HELD_OUT = ("dev", "test")  # Handbook pairs; the everyday phrases are held out too
 
 
 def key(text: str) -> str:
@@ -26,11 +31,13 @@ def keep_pair(en: str, es: str) -> bool:
 
 
 def assemble() -> list[tuple[str, str]]:
-    """Merge the sources, drop held-out English, deduplicate, length-filter and shuffle."""
+    """Merge the sources, drop held-out English, deduplicate, length-filter, weight and shuffle."""
     held = {key(en) for name in HELD_OUT for en in read_lines(WORK / f"{name}.en")}
+    held |= {key(en) for en, _ in read_tsv(EVERYDAY)}
     seen: set[str] = set()
     pairs = []
     for name in SOURCES:
+        kept = []
         en_lines, es_lines = read_lines(WORK / f"{name}.en"), read_lines(WORK / f"{name}.es")
         counts = {"read": len(en_lines), "held-out": 0, "duplicate": 0, "length": 0}
         for en, es in zip(en_lines, es_lines, strict=True):
@@ -43,8 +50,9 @@ def assemble() -> list[tuple[str, str]]:
                 counts["length"] += 1
             else:
                 seen.add(k)
-                pairs.append((en, es))
-        print(f"{name:10s} " + ", ".join(f"{k} {v}" for k, v in counts.items()))
+                kept.append((en, es))
+        pairs += kept * SOURCES[name]
+        print(f"{name:10s} " + ", ".join(f"{k} {v}" for k, v in counts.items()) + f", kept {len(kept)}")
     random.Random(SEED).shuffle(pairs)
     return pairs
 
@@ -73,13 +81,19 @@ def train_spm(pairs: list[tuple[str, str]]) -> None:
 
 
 def main() -> None:
-    """Write the training pairs, train SentencePiece and print counts."""
+    """Write the training pairs, train (or copy) the SentencePiece model and print counts."""
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--spm", type=Path, help="reuse this SentencePiece model (to continue a model trained with it)")
+    args = p.parse_args()
     start = time.time()
     pairs = assemble()
     write_lines(WORK / "train.en", [en for en, _ in pairs])
     write_lines(WORK / "train.es", [es for _, es in pairs])
-    print(f"train: {len(pairs)} pairs ({time.time() - start:.0f}s)")
-    train_spm(pairs)
+    print(f"train: {len(pairs)} pairs with repeats ({time.time() - start:.0f}s)")
+    if args.spm:
+        shutil.copy(args.spm, WORK / "spm.model")
+    else:
+        train_spm(pairs)
     sp = spm.SentencePieceProcessor(model_file=str(WORK / "spm.model"))
     tokens = sum(len(sp.encode(es)) for _, es in pairs)
     print(
