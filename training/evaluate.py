@@ -14,21 +14,22 @@ from model.checkpoint import load
 from model.generate import generate
 from model.params import DecodeParams
 from model.search import Request
+from model.tokenizer import Tokenizer
+from model.transformer import Seq2SeqTransformer
+from training.common import EVERYDAY, WORK, read_lines, read_tsv, write_lines
+from training.distill import MARK, apertium
 
-WORK = Path("training/work")
 
-
-def translate(model_dir: Path, lines: list[str], beam: int, batch: int = 64) -> list[str]:
+def translate(model: Seq2SeqTransformer, tokenizer: Tokenizer, lines: list[str], beam: int, batch=64) -> list[str]:
     """Translate lines with the project's own decoder, in length-sorted batches."""
-    ck = load(model_dir)
     order = sorted(range(len(lines)), key=lambda i: len(lines[i]))
     out = [""] * len(lines)
     params = DecodeParams(beam_size=beam, max_new_tokens=200)
     for start in range(0, len(order), batch):
         idx = order[start : start + batch]
-        reqs = [Request(i, ck.tokenizer.encode(lines[i])[:250], params) for i in idx]
-        for i, hyps in zip(idx, generate(ck.model, reqs), strict=True):
-            out[i] = ck.tokenizer.decode(hyps[0].tokens)
+        reqs = [Request(i, tokenizer.encode(lines[i])[:250], params) for i in idx]
+        for i, hyps in zip(idx, generate(model, reqs), strict=True):
+            out[i] = tokenizer.decode(hyps[0].tokens)
     return out
 
 
@@ -40,32 +41,37 @@ def scores(hyps: list[str], refs: list[str]) -> dict[str, float]:
     }
 
 
+def test_sets(limit: int) -> dict[str, tuple[list[str], list[str], list[str]]]:
+    """(English, human Spanish, teacher Spanish) of the Handbook test pairs and of the everyday phrases."""
+    handbook = [read_lines(WORK / f"test.{ext}")[: limit or None] for ext in ("en", "es", "apertium.es")]
+    everyday = read_tsv(EVERYDAY)
+    english = [en for en, _ in everyday]
+    return {
+        "handbook": tuple(handbook),
+        "everyday": (english, [es for _, es in everyday], [MARK.sub("", h) for h in apertium(english)]),
+    }
+
+
 def main() -> None:
-    """Print and save the student's and the teacher's scores on the same sentences."""
+    """Print and save the student's and the teacher's scores on the same sentences, set by set."""
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--model", type=Path, default=Path("model/builtin/en-es"))
-    p.add_argument("--limit", type=int, default=0, help="first N test sentences (0 = all)")
+    p.add_argument("--limit", type=int, default=0, help="first N Handbook test sentences (0 = all)")
     p.add_argument("--beam", type=int, default=1)
-    p.add_argument("--out", type=Path, default=WORK / "student_scores.json")
+    p.add_argument("--out", type=Path, help="JSON file (default work/scores.beamN.json)")
     args = p.parse_args()
+    out = args.out or WORK / f"scores.beam{args.beam}.json"
     torch.set_grad_enabled(False)
-    src = (WORK / "test.en").read_text(encoding="utf-8").splitlines()
-    ref = (WORK / "test.es").read_text(encoding="utf-8").splitlines()
-    teacher = (WORK / "test.apertium.es").read_text(encoding="utf-8").splitlines()
-    n = args.limit or len(src)
-    src, ref, teacher = src[:n], ref[:n], teacher[:n]
-    t0 = time.time()
-    hyps = translate(args.model, src, args.beam)
-    result = {
-        "sentences": n,
-        "beam": args.beam,
-        "student": scores(hyps, ref),
-        "teacher": scores(teacher, ref),
-        "seconds": round(time.time() - t0, 1),
-    }
-    result["chrf_ratio"] = round(result["student"]["chrf"] / result["teacher"]["chrf"], 3)
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
-    (args.out.with_suffix(".hyp.es")).write_text("\n".join(hyps) + "\n", encoding="utf-8")
+    ck = load(args.model)
+    result: dict = {"model": str(args.model), "beam": args.beam}
+    for name, (src, ref, teacher) in test_sets(args.limit).items():
+        t0 = time.time()
+        hyps = translate(ck.model, ck.tokenizer, src, args.beam)
+        student = scores(hyps, ref)
+        result[name] = {"sentences": len(src), "student": student, "teacher": scores(teacher, ref)}
+        result[name]["seconds"] = round(time.time() - t0, 1)
+        write_lines(out.with_suffix(f".{name}.es"), hyps)
+    out.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result, indent=2))
 
 

@@ -8,14 +8,18 @@ import math
 import time
 from pathlib import Path
 
+import sacrebleu
+import sentencepiece as spm
 import torch
 import torch.nn.functional as F
 
+from model.checkpoint import load
 from model.config import ModelConfig
+from model.tokenizer import Tokenizer
 from model.transformer import Seq2SeqTransformer
 from training.batches import collate, encode_corpus, make_batches
-
-WORK = Path("training/work")
+from training.common import WORK, read_lines
+from training.evaluate import translate
 
 
 def parse_args() -> argparse.Namespace:
@@ -24,7 +28,8 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--run", type=Path, default=WORK / "run")
     p.add_argument("--d-model", type=int, default=256)
     p.add_argument("--heads", type=int, default=4)
-    p.add_argument("--layers", type=int, default=3)
+    p.add_argument("--encoder-layers", type=int, default=3)
+    p.add_argument("--decoder-layers", type=int, default=3)
     p.add_argument("--ffn", type=int, default=1024)
     p.add_argument("--dropout", type=float, default=0.1)
     p.add_argument("--max-tokens", type=int, default=4096)
@@ -37,6 +42,8 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--bf16", action="store_true", help="bfloat16 autocast (fast on AMX CPUs and GPUs)")
     p.add_argument("--threads", type=int, default=0)
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--dev-sentences", type=int, default=200, help="dev sentences translated at each checkpoint")
+    p.add_argument("--init", type=Path, help="start from this exported model (same width, as many or more layers)")
     return p.parse_args()
 
 
@@ -47,8 +54,8 @@ def build(args: argparse.Namespace, vocab: int) -> Seq2SeqTransformer:
         tgt_vocab_size=vocab,
         d_model=args.d_model,
         n_heads=args.heads,
-        encoder_layers=args.layers,
-        decoder_layers=args.layers,
+        encoder_layers=args.encoder_layers,
+        decoder_layers=args.decoder_layers,
         d_ff=args.ffn,
         activation="relu",
         pre_norm=True,
@@ -64,6 +71,23 @@ def build(args: argparse.Namespace, vocab: int) -> Seq2SeqTransformer:
     )
     torch.manual_seed(args.seed)
     return Seq2SeqTransformer(cfg).init_weights()
+
+
+def grow_from(model: Seq2SeqTransformer, path: Path) -> None:
+    """Copy a trained model into this one; added layers and FFN units start with zero output projections, so
+    the grown network computes exactly what the trained one did and training continues from there."""
+    trained = load(path).model
+    if trained.cfg.d_model != model.cfg.d_model:
+        raise ValueError(f"{path} has d_model {trained.cfg.d_model}, not {model.cfg.d_model}: cannot grow in width")
+    old = trained.state_dict()
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if name in old:
+                param[tuple(slice(0, n) for n in old[name].shape)] = old[name]
+                if name.endswith("fc2.weight"):
+                    param[:, old[name].shape[1] :] = 0
+            elif name.endswith(("out_proj.weight", "out_proj.bias", "fc2.weight", "fc2.bias")):
+                param.zero_()
 
 
 def lr_at(step: int, args: argparse.Namespace) -> float:
@@ -84,6 +108,15 @@ def dev_loss(model: Seq2SeqTransformer, batches: list[dict], bf16: bool) -> floa
     return total / max(count, 1)
 
 
+def dev_chrf(model: Seq2SeqTransformer, tokenizer: Tokenizer, dev: tuple[list[str], list[str]]) -> float:
+    """Greedy chrF on (the first sentences of) the dev set."""
+    model.eval()
+    with torch.inference_mode():
+        hyps = translate(model, tokenizer, dev[0], beam=1)
+    model.train()
+    return round(sacrebleu.corpus_chrf(hyps, [dev[1]]).score, 2)
+
+
 def main() -> None:
     """Train until the time budget is spent, saving `run/last.pt` regularly."""
     args = parse_args()
@@ -93,10 +126,12 @@ def main() -> None:
     spm_path = WORK / "spm.model"
     pairs = encode_corpus(WORK / "train.en", WORK / "train.es", spm_path, WORK / "train.pt")
     dev = encode_corpus(WORK / "dev.en", WORK / "dev.es", spm_path, WORK / "dev.pt")
-    vocab = sum(1 for _ in (WORK / "spm.vocab").open(encoding="utf-8"))
+    vocab = spm.SentencePieceProcessor(model_file=str(spm_path)).get_piece_size()
+    tokenizer = Tokenizer.from_files(spm_path, eos_id=1, pad_id=0, unk_id=2)
+    dev_text = tuple(read_lines(WORK / f"dev.{lang}")[: args.dev_sentences] for lang in ("en", "es"))
     model = build(args, vocab)
-    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.98), eps=1e-9, weight_decay=0.01)
-    state = {"step": 0, "epoch": 0, "batch": 0, "tokens": 0, "log": []}
+    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.98), eps=1e-9, weight_decay=0.01, fused=True)
+    state = {"step": 0, "epoch": 0, "batch": 0, "tokens": 0, "seconds": 0.0, "log": []}
     ckpt = args.run / "last.pt"
     if ckpt.exists():
         saved = torch.load(ckpt, weights_only=False)
@@ -104,6 +139,9 @@ def main() -> None:
         opt.load_state_dict(saved["opt"])
         state = saved["state"]
         print(f"resumed at step {state['step']} epoch {state['epoch']}", flush=True)
+    elif args.init:
+        grow_from(model, args.init)
+        print(f"started from {args.init}", flush=True)
     cfg = model.cfg
     dev_batches = [
         collate([dev[i] for i in b], cfg.pad_id, cfg.eos_id, cfg.decoder_start_id) for b in make_batches(dev, 4096, 0)
@@ -113,7 +151,15 @@ def main() -> None:
 
     def save() -> None:
         torch.save(
-            {"model": model.state_dict(), "opt": opt.state_dict(), "state": state, "config": cfg.to_dict()}, ckpt
+            {
+                "model": model.state_dict(),
+                "opt": opt.state_dict(),
+                "state": state,
+                "config": cfg.to_dict(),
+                "args": {k: str(v) for k, v in vars(args).items()},
+                "epoch_tokens": sum(len(y) + 1 for _, y in pairs),
+            },
+            ckpt,
         )
 
     start, last_save, window = time.time(), time.time(), (time.time(), 0)
@@ -145,9 +191,10 @@ def main() -> None:
                 )
             done = time.time() - start > args.minutes * 60 or (args.max_steps and state["step"] >= args.max_steps)
             if done or time.time() - last_save > args.save_every * 60:
-                dl = dev_loss(model, dev_batches, args.bf16)
-                state["log"].append({"step": state["step"], "tokens": state["tokens"], "dev_loss": dl})
-                print(f"checkpoint step {state['step']} dev_loss {dl:.3f}", flush=True)
+                dl, chrf = dev_loss(model, dev_batches, args.bf16), dev_chrf(model, tokenizer, dev_text)
+                state["seconds"] = state.get("seconds", 0.0) + time.time() - last_save
+                state["log"].append({"step": state["step"], "tokens": state["tokens"], "dev_loss": dl, "chrf": chrf})
+                print(f"checkpoint step {state['step']} dev_loss {dl:.3f} dev_chrf {chrf}", flush=True)
                 save()
                 last_save = time.time()
             if done:

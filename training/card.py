@@ -1,0 +1,75 @@
+"""Write model/builtin/en-es/MODEL_CARD.md from the template, the training checkpoint and the evaluation scores."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import torch
+
+from model.checkpoint import load
+from model.generate import generate
+from model.params import DecodeParams
+from model.search import Request
+from training.common import WORK
+
+TEMPLATE = Path(__file__).resolve().parent / "MODEL_CARD.template.md"
+
+
+def latency_ms(model_dir: Path, text: str = "Where is the station?", runs: int = 20) -> float:
+    """Median wall time of one greedy translation of a short sentence on 2 threads."""
+    torch.set_num_threads(2)
+    ck = load(model_dir)
+    times = []
+    with torch.inference_mode():
+        for _ in range(runs + 3):
+            t0 = time.perf_counter()
+            generate(ck.model, [Request(0, ck.tokenizer.encode(text), DecodeParams(max_new_tokens=64))])
+            times.append(time.perf_counter() - t0)
+    return 1000 * sorted(times[3:])[runs // 2]
+
+
+def score_rows(greedy: dict, beam: dict) -> str:
+    """Markdown rows: the teacher, the model greedy, the model with beam 4."""
+    rows = [("Apertium eng-spa 0.8.1 (the teacher)", greedy, "teacher"), ("this model, greedy (the server's default)",
+            greedy, "student"), ("this model, beam 4", beam, "student")]  # fmt: skip
+    cells = lambda s, who: [f"{s[name][who][m]:.2f}" for name in ("handbook", "everyday") for m in ("bleu", "chrf")]
+    return "\n".join(f"| {label} | " + " | ".join(cells(s, who)) + " |" for label, s, who in rows)
+
+
+def main() -> None:
+    """Fill the template's fields and write the card next to the exported weights."""
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--checkpoint", type=Path, default=WORK / "run" / "last.pt")
+    p.add_argument("--model", type=Path, default=Path("model/builtin/en-es"))
+    args = p.parse_args()
+    saved = torch.load(args.checkpoint, map_location="cpu", weights_only=False)
+    cfg, state = saved["config"], saved["state"]
+    greedy, beam = (json.loads((WORK / f"scores.beam{b}.json").read_text()) for b in (1, 4))
+    fields = {
+        "encoder_layers": cfg["encoder_layers"],
+        "decoder_layers": cfg["decoder_layers"],
+        "d_model": cfg["d_model"],
+        "heads": cfg["n_heads"],
+        "ffn": cfg["d_ff"],
+        "params": f"{sum(p.numel() for p in load(args.model).model.parameters()):,}",
+        "size_mb": f"{(args.model / 'model.safetensors').stat().st_size / 1e6:.1f}",
+        "latency": f'{latency_ms(args.model):.0f} ms for "Where is the station?"',
+        "lr": saved["args"]["lr"],
+        "max_tokens": saved["args"]["max_tokens"],
+        "steps": state["step"],
+        "epochs": f"{state['tokens'] / saved['epoch_tokens']:.1f}",
+        "tokens": f"{state['tokens'] / 1e6:.1f}",
+        "hours": f"{state.get('seconds', 0) / 3600:.1f}",
+        "test_n": f"{greedy['handbook']['sentences']:,}",
+        "everyday_n": greedy["everyday"]["sentences"],
+        "score_rows": score_rows(greedy, beam),
+    }
+    (args.model / "MODEL_CARD.md").write_text(TEMPLATE.read_text(encoding="utf-8").format(**fields), encoding="utf-8")
+    print(f"wrote {args.model / 'MODEL_CARD.md'}")
+
+
+if __name__ == "__main__":
+    main()
