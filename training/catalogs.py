@@ -1,4 +1,4 @@
-"""Stage 7: human pairs from the Spanish gettext catalogs fetched by fetch_catalogs.sh into work/catalogs.{en,es}."""
+"""Stage 5: human pairs from the Spanish gettext catalogs fetched by fetch_catalogs.sh into work/catalogs.{en,es}."""
 
 import re
 import time

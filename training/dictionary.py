@@ -1,4 +1,4 @@
-"""Stage 9: word pairs from the FreeDict English-Spanish dictionary (dict-freedict-eng-spa) into work/dictionary.*."""
+"""Stage 8: word pairs from the FreeDict English-Spanish dictionary (dict-freedict-eng-spa) into work/dictionary.*."""
 
 import gzip
 import re

@@ -18,7 +18,7 @@ for deb in work/debs/*.deb; do
     mkdir -p "work/mo/$pkg"
     dpkg-deb --fsys-tarfile "$deb" | tar -x -C "work/mo/$pkg" --wildcards --no-anchored --transform 's,.*/,,' \
         '*/es/LC_MESSAGES/*.mo' "usr/share/doc/$pkg/copyright" 2>/dev/null || true
-    licences=$(grep -h '^License:' "work/mo/$pkg/copyright" 2>/dev/null | cut -d' ' -f2- | sort -u | paste -sd ';')
+    licences=$(sed -n 's/^License: *\(..*\)/\1/p' "work/mo/$pkg/copyright" 2>/dev/null | sort -u | paste -sd ';' || true)
     printf '%s\t%s\n' "$pkg" "${licences:-see /usr/share/doc/$pkg/copyright}"
 done > catalog-licences.tsv
 rm -rf work/debs

@@ -3,6 +3,7 @@
 import random
 import re
 import time
+from pathlib import Path
 
 from training.common import HANDBOOK, WORK, good_sentence, html_paragraphs, split_sentences, write_lines
 
@@ -22,20 +23,26 @@ def confident(en: str, es: str) -> bool:
     )
 
 
+def align_html(en_path: Path, es_path: Path) -> list[tuple[str, str]]:
+    """Pair paragraphs 1:1 if both pages have as many, then sentences 1:1 in paragraphs with equal counts."""
+    en_paras, es_paras = html_paragraphs(en_path), html_paragraphs(es_path)
+    if len(en_paras) != len(es_paras):
+        return []  # paragraph structure differs: not confident
+    pairs = []
+    for en_para, es_para in zip(en_paras, es_paras, strict=True):
+        en_sents, es_sents = split_sentences(en_para), split_sentences(es_para)
+        if len(en_sents) == len(es_sents):
+            pairs.extend((en, es) for en, es in zip(en_sents, es_sents, strict=True) if confident(en, es))
+    return pairs
+
+
 def aligned_pairs() -> list[tuple[str, str]]:
-    """Pair paragraphs 1:1 per chapter, then sentences 1:1 in paragraphs with equal sentence counts."""
+    """Every Handbook chapter aligned with its es-ES translation."""
     pairs = []
     for en_path in sorted((HANDBOOK / "en-US").glob("*.html")):
         es_path = HANDBOOK / "es-ES" / en_path.name
-        if not es_path.exists():
-            continue
-        en_paras, es_paras = html_paragraphs(en_path), html_paragraphs(es_path)
-        if len(en_paras) != len(es_paras):
-            continue  # paragraph structure differs: not confident
-        for en_para, es_para in zip(en_paras, es_paras, strict=True):
-            en_sents, es_sents = split_sentences(en_para), split_sentences(es_para)
-            if len(en_sents) == len(es_sents):
-                pairs.extend((en, es) for en, es in zip(en_sents, es_sents, strict=True) if confident(en, es))
+        if es_path.exists():
+            pairs.extend(align_html(en_path, es_path))
     return pairs
 
 

@@ -1,4 +1,4 @@
-"""Stage 8: GNOME help (gnome-user-docs, Mallard pages) aligned C ↔ es by structure into work/helpdocs.{en,es}."""
+"""Stage 6: GNOME help (gnome-user-docs, Mallard pages) aligned C ↔ es by structure into work/helpdocs.{en,es}."""
 
 import time
 import xml.etree.ElementTree as ET

@@ -1,4 +1,4 @@
-"""Stage 6: score the Apertium teacher on the held-out test set into work/teacher_scores.json."""
+"""Stage 10: score the Apertium teacher on the held-out test set into work/teacher_scores.json."""
 
 import json
 import time
