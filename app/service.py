@@ -149,7 +149,7 @@ class Service:
 
     def sources_into(self, target: str) -> list[str]:
         """Source languages that some model translates into `target`."""
-        return sorted({s for m in self.models.values() for s in m.checkpoint.languages.sources if s != target})
+        return sorted({s for s, t in self.pairs() if t == target})
 
     def route(self, source: str, target: str) -> ModelEntry:
         """The model for source->target (400 unsupported_language naming the pairs served)."""
