@@ -8,7 +8,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from iso639 import Lang
-from iso639.exceptions import InvalidLanguageValue
+from iso639.exceptions import DeprecatedLanguageValue, InvalidLanguageValue
+
+UNKNOWN = (InvalidLanguageValue, DeprecatedLanguageValue)
 
 # The one table of exceptions to what ISO 639 says: individual languages that stand for their macrolanguage's
 # ISO 639-1 code in NLLB, OPUS-MT and M2M100 (arb is "ar", not Moroccan or Egyptian Arabic), and LibreTranslate's
@@ -27,7 +29,7 @@ def iso(lang: str) -> str:
     """ISO 639-1 code of a 2/3-letter code when it has one (or its standard variety's macrolanguage has), else as is."""
     try:
         found = Lang(lang)
-    except InvalidLanguageValue:
+    except UNKNOWN:
         return lang
     if not found.pt1 and lang in STANDARD_VARIETIES and found.macro() is not None:
         return found.macro().pt1 or lang
@@ -69,7 +71,7 @@ def language_name(code: str) -> str:
     lang, _, sub = code.partition("-")
     try:
         name = Lang(lang).name
-    except InvalidLanguageValue:
+    except UNKNOWN:
         return code
     return f"{name} ({sub})" if sub else name
 
