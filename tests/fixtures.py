@@ -159,8 +159,13 @@ def make_m2m100(
 ) -> Path:
     """A random M2M100ForConditionalGeneration (the NLLB-200 network) with an NLLB or M2M100 tokenizer saved beside
     it (needs `transformers`, and protobuf to read the SentencePiece model)."""
-    from transformers import GenerationConfig, M2M100Config, M2M100ForConditionalGeneration, M2M100Tokenizer
-    from transformers import NllbTokenizer
+    from transformers import (
+        GenerationConfig,
+        M2M100Config,
+        M2M100ForConditionalGeneration,
+        M2M100Tokenizer,
+        NllbTokenizer,
+    )
 
     out.mkdir(parents=True, exist_ok=True)
     model_file = _fairseq_spm(out)
