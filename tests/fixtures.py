@@ -83,6 +83,23 @@ def make_native(out: Path, seed: int = 0) -> Path:
     return out
 
 
+def hf_shape(d_model: int = 32, layers: int = 2, heads: int = 4, ffn: int = 64, positions: int = 128) -> dict:
+    """The size and dropout arguments of a tiny Hugging Face encoder-decoder config (Marian, M2M100, mBART)."""
+    return dict(
+        d_model=d_model,
+        encoder_layers=layers,
+        decoder_layers=layers,
+        encoder_attention_heads=heads,
+        decoder_attention_heads=heads,
+        encoder_ffn_dim=ffn,
+        decoder_ffn_dim=ffn,
+        max_position_embeddings=positions,
+        dropout=0.0,
+        attention_dropout=0.0,
+        activation_dropout=0.0,
+    )
+
+
 def make_marian(
     out: Path,
     seed: int = 0,
@@ -114,22 +131,12 @@ def make_marian(
     pad = vocab["<pad>"]
     cfg = MarianConfig(
         vocab_size=len(vocab),
-        d_model=d_model,
-        encoder_layers=layers,
-        decoder_layers=layers,
-        encoder_attention_heads=heads,
-        decoder_attention_heads=heads,
-        encoder_ffn_dim=ffn,
-        decoder_ffn_dim=ffn,
-        max_position_embeddings=128,
         pad_token_id=pad,
         eos_token_id=0,
         decoder_start_token_id=pad,
         forced_eos_token_id=None,
         activation_function="swish",
-        dropout=0.0,
-        attention_dropout=0.0,
-        activation_dropout=0.0,
+        **hf_shape(d_model, layers, heads, ffn),
     )
     torch.manual_seed(seed)
     model = MarianMTModel(cfg).eval()
@@ -178,20 +185,8 @@ def make_m2m100(
         (out / "vocab.json").write_text(json.dumps(vocab, ensure_ascii=False), encoding="utf-8")
         tok = M2M100Tokenizer(str(out / "vocab.json"), str(model_file), src_lang="en")
     tok.save_pretrained(out)
-    cfg = M2M100Config(
-        vocab_size=max([*tok.get_vocab().values(), *getattr(tok, "lang_token_to_id", {}).values()]) + 9,
-        d_model=32,
-        encoder_layers=2,
-        decoder_layers=2,
-        encoder_attention_heads=4,
-        decoder_attention_heads=4,
-        encoder_ffn_dim=64,
-        decoder_ffn_dim=64,
-        max_position_embeddings=128,
-        dropout=0.0,
-        attention_dropout=0.0,
-        activation_dropout=0.0,
-    )
+    size = max([*tok.get_vocab().values(), *getattr(tok, "lang_token_to_id", {}).values()]) + 9  # + made-up words
+    cfg = M2M100Config(vocab_size=size, **hf_shape())
     torch.manual_seed(seed)
     model = M2M100ForConditionalGeneration(cfg).eval()
     with torch.no_grad():  # outputs that vary with the input and position (sometimes ending early) need big weights

@@ -15,12 +15,10 @@ transformers = pytest.importorskip("transformers")
 
 @pytest.fixture(scope="module")
 def pair():
-    cfg = transformers.MBartConfig(
-        vocab_size=120, d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
-        decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=64,
-        scale_embedding=True, dropout=0.0, attention_dropout=0.0, activation_dropout=0.0,
-        pad_token_id=1, eos_token_id=2, decoder_start_token_id=2,
-    )
+    from tests.fixtures import hf_shape
+
+    ids = dict(pad_token_id=1, eos_token_id=2, decoder_start_token_id=2)
+    cfg = transformers.MBartConfig(vocab_size=120, scale_embedding=True, **ids, **hf_shape(positions=64))
     torch.manual_seed(0)
     hf = transformers.MBartForConditionalGeneration(cfg).eval()
     with torch.no_grad():
