@@ -162,7 +162,7 @@ def main() -> None:
             ckpt,
         )
 
-    start, last_save, window = time.time(), time.time(), (time.time(), 0)
+    start, last_save, window = time.time(), time.time(), (time.time(), state["tokens"])
     model.train()
     while True:
         batches = make_batches(pairs, args.max_tokens, args.seed + state["epoch"])
