@@ -13,9 +13,9 @@ from model.params import DecodeParams
 from model.search import Request
 
 EVERYDAY = Path(__file__).resolve().parents[2] / "training" / "everyday.tsv"  # hand-written, never trained on
-# The shipped model scores chrF 47.8 (greedy) on EVERYDAY; the floor sits 5 points below it. Copying the English
+# The shipped model scores chrF 50.3 (greedy) on EVERYDAY; the floor sits 5 points below it. Copying the English
 # scores 12.6, and a broken export (wrong vocabulary, wrong weights, fp16 overflow) 0-20.
-CHRF_FLOOR = 42.8
+CHRF_FLOOR = 45.3
 SPANISH_WORDS = {"el", "la", "los", "las", "es", "de", "un", "una", "en", "y", "que", "está", "del", "por", "no"}
 
 
