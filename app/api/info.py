@@ -5,7 +5,7 @@ from __future__ import annotations
 from importlib.metadata import PackageNotFoundError, version
 
 from fastapi import APIRouter, Response
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST
 
 from app.api.translate import ServiceDep
 from app.schemas import Language
@@ -28,7 +28,7 @@ async def languages(service: ServiceDep) -> list[dict]:
     """Source languages with the targets each can be translated into."""
     targets: dict[str, set[str]] = {}
     for entry in service.models.values():
-        targets.setdefault(entry.checkpoint.source_lang, set()).add(entry.checkpoint.target_lang)
+        targets.setdefault(entry.card.source_lang, set()).add(entry.card.target_lang)
     return [{"code": c, "name": NAMES.get(c, c), "targets": sorted(t)} for c, t in sorted(targets.items())]
 
 
@@ -38,19 +38,18 @@ async def info(service: ServiceDep) -> dict:
     s = service.settings
     models = []
     for entry in service.models.values():
-        m, ck = entry.checkpoint.model, entry.checkpoint
-        p = next(m.parameters())
+        card = entry.card
         waiting, running = entry.engine.load
         models.append(
             {
-                "name": ck.name,
-                "source": ck.source_lang,
-                "target": ck.target_lang,
-                "path": str(ck.path),
-                "parameters": sum(t.numel() for t in m.parameters()),
-                "dtype": str(p.dtype).removeprefix("torch."),
-                "device": str(p.device),
-                "architecture": m.cfg.to_dict(),
+                "name": card.name,
+                "source": card.source_lang,
+                "target": card.target_lang,
+                "path": card.path,
+                "parameters": card.parameters,
+                "dtype": card.dtype,
+                "device": card.device,
+                "architecture": card.config.to_dict(),
                 "waiting": waiting,
                 "running": running,
             }
@@ -77,4 +76,4 @@ async def info(service: ServiceDep) -> dict:
 @router.get("/metrics")
 async def metrics(service: ServiceDep) -> Response:
     """Prometheus text format."""
-    return Response(generate_latest(service.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+    return Response(service.metrics.render(), media_type=CONTENT_TYPE_LATEST)

@@ -12,9 +12,8 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import ValidationError
 from starlette.types import Receive, Scope, Send
 
-from app.engine.request import Event
 from app.errors import ApiError, describe_validation, error_body
-from app.job import Job
+from app.job import Event, Job
 from app.schemas import ErrorBody, Parameters, TranslateRequest, TranslateResponse
 from app.service import Service
 from app.settings import Settings
@@ -129,8 +128,8 @@ def build_job(body: TranslateRequest, service: Service) -> Job:
             raise ApiError(422, "validation", f"q[{i}]: must not be empty")
     split = body.parameters.split_sentences
     cut = html_layout if body.format == "html" else plain_layout
-    params = decode_params(body, s, entry.checkpoint.model.cfg.max_positions)
-    return Job(entry, [cut(t, split) for t in texts], params, s.max_input_tokens)
+    params = decode_params(body, s, entry.card.config.max_positions)
+    return Job(entry, [cut(t, split) for t in texts], params, s.max_input_tokens, body.stream)
 
 
 def response_body(job: Job, body: TranslateRequest) -> dict:
@@ -191,8 +190,9 @@ async def translate(request: Request, service: ServiceDep):
     job = build_job(body, service)
     service.inflight += 1
     try:
-        job.submit()
+        await job.submit()
     except BaseException:
+        job.abort()
         service.inflight -= 1
         raise
     if body.stream:
@@ -249,7 +249,8 @@ def token_event(job: Job, i: int, u: int, ev: Event) -> str:
     delta = job.apply(i, u, ev)
     if not delta or not job.streams_tokens:
         return ""
-    data = {"index": i, "token": {"id": getattr(ev, "token_id", None), "text": delta}, "text": job.items[i].streamed}
+    token = ev if isinstance(ev, int) else None
+    data = {"index": i, "token": {"id": token, "text": delta}, "text": job.items[i].streamed}
     return event("token", data)
 
 

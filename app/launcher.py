@@ -1,0 +1,126 @@
+"""`python -m app` runs this launcher: one engine core process per model and `workers` HTTP worker processes on one
+listening socket. SIGTERM drains the workers, then stops the cores. If any of them dies, the launcher stops the
+rest and exits non-zero, so that its supervisor (Docker, Kubernetes, systemd) starts the server again."""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+import shutil
+import signal
+import tempfile
+from dataclasses import dataclass
+from multiprocessing.connection import Connection, wait
+from multiprocessing.context import SpawnProcess
+from pathlib import Path
+
+import uvicorn
+
+from app.engine.proc import core_main
+from app.settings import BUILTIN, Settings
+from app.worker import worker_main
+
+log = logging.getLogger("mt.launcher")
+CHILD_DIED = 1  # exit code when an engine core or an HTTP worker ended by itself
+spawn = multiprocessing.get_context("spawn")  # children start clean: no copy of this process's threads or torch
+
+
+@dataclass
+class Child:
+    """A child process and our end of a pipe to it: when we close it, or die, the child sees EOF."""
+
+    role: str
+    process: SpawnProcess
+    pipe: Connection
+
+    def close_pipe(self) -> None:
+        """Tell the child to stop (an engine core stops at once; a worker exits without draining)."""
+        self.pipe.close()
+
+    def signal(self, sig: int) -> None:
+        """Send a signal if it still runs."""
+        if self.process.exitcode is None:
+            os.kill(self.process.pid, sig)
+
+    def join(self, timeout: float) -> None:
+        """Wait for it; kill it after `timeout` seconds."""
+        self.process.join(timeout)
+        if self.process.exitcode is None:
+            log.error("%s (pid %s) did not stop in %.0fs: killing it", self.role, self.process.pid, timeout)
+            self.process.kill()
+            self.process.join()
+
+
+def start(role: str, target, *args) -> Child:
+    """Spawn a child running target(*args, pipe)."""
+    theirs, ours = spawn.Pipe(duplex=False)
+    process = spawn.Process(target=target, args=(*args, theirs), name=role, daemon=False)
+    process.start()
+    theirs.close()
+    log.info("started %s (pid %d)", role, process.pid)
+    return Child(role, process, ours)
+
+
+class Launcher:
+    """Starts the children, forwards SIGTERM/SIGINT to the workers, and watches that nothing dies."""
+
+    def __init__(self, settings: Settings, run_dir: Path):
+        self.settings, self.received = settings, None
+        specs = settings.models or [str(BUILTIN)]
+        addresses = [f"ipc://{run_dir}/core-{i}.sock" for i in range(len(specs))]
+        config = settings.model_dump()
+        self.cores = [
+            start(f"engine core {i} ({spec})", core_main, spec, config, address)
+            for i, (spec, address) in enumerate(zip(specs, addresses, strict=True))
+        ]
+        sock = uvicorn.Config("app.main:create_app", host=settings.host, port=settings.port).bind_socket()
+        self.workers = [
+            start(f"http worker {i}", worker_main, config, addresses, sock) for i in range(settings.workers)
+        ]
+        sock.close()  # the workers hold their own copies
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, self._on_signal)
+
+    def _on_signal(self, sig: int, frame) -> None:
+        self.received = sig
+
+    @property
+    def children(self) -> list[Child]:
+        return self.cores + self.workers
+
+    def run(self) -> int:
+        """Watch the children until a signal (drain, exit 0) or a death (stop the rest, exit non-zero)."""
+        while True:
+            wait([c.process.sentinel for c in self.children], timeout=0.2)
+            if self.received is not None:
+                return self.stop(self.received)
+            dead = next((c for c in self.children if c.process.exitcode is not None), None)
+            if dead is not None:
+                log.error("%s exited with code %s: stopping the server", dead.role, dead.process.exitcode)
+                self.stop(signal.SIGTERM)
+                return CHILD_DIED
+
+    def stop(self, sig: int) -> int:
+        """Workers first (SIGTERM: they drain their in-flight requests), then the engine cores."""
+        for w in self.workers:
+            w.signal(sig)
+        for w in self.workers:
+            w.join(self.settings.drain_seconds + 10)
+        for c in self.cores:
+            c.close_pipe()
+        for c in self.cores:
+            c.join(10)
+        codes = [w.process.exitcode for w in self.workers]
+        return 0 if all(code == 0 for code in codes) else CHILD_DIED
+
+
+def launch(settings: Settings) -> int:
+    """Run the server; the exit code for the process."""
+    run_dir = Path(tempfile.mkdtemp(prefix="mt-server-"))  # engine sockets and metrics files, private (0700)
+    (run_dir / "metrics").mkdir()
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(run_dir / "metrics")  # inherited by every child
+    try:
+        return Launcher(settings, run_dir).run()
+    finally:
+        shutil.rmtree(run_dir, ignore_errors=True)
