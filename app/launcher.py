@@ -9,13 +9,12 @@ import multiprocessing
 import os
 import shutil
 import signal
+import socket
 import tempfile
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from multiprocessing.context import SpawnProcess
 from pathlib import Path
-
-import uvicorn
 
 from app.engine.proc import core_main
 from app.settings import BUILTIN, Settings
@@ -52,6 +51,15 @@ class Child:
             self.process.join()
 
 
+def listen(host: str, port: int, n: int) -> list[socket.socket]:
+    """n listening sockets on one port; with several, SO_REUSEPORT makes the kernel spread connections evenly
+    (one shared socket would let whichever worker wakes first accept a whole burst)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    socks = [socket.create_server((host, port), family=family, backlog=2048, reuse_port=n > 1) for _ in range(n)]
+    log.info("listening on http://%s:%d (%d worker%s)", host, port, n, "s" * (n > 1))
+    return socks
+
+
 def start(role: str, target, *args) -> Child:
     """Spawn a child running target(*args, pipe)."""
     theirs, ours = spawn.Pipe(duplex=False)
@@ -74,11 +82,10 @@ class Launcher:
             start(f"engine core {i} ({spec})", core_main, spec, config, address)
             for i, (spec, address) in enumerate(zip(specs, addresses, strict=True))
         ]
-        sock = uvicorn.Config("app.main:create_app", host=settings.host, port=settings.port).bind_socket()
-        self.workers = [
-            start(f"http worker {i}", worker_main, config, addresses, sock) for i in range(settings.workers)
-        ]
-        sock.close()  # the workers hold their own copies
+        self.workers = []
+        for i, sock in enumerate(listen(settings.host, settings.port, settings.workers)):
+            self.workers.append(start(f"http worker {i}", worker_main, config, addresses, sock))
+            sock.close()  # the worker holds its own copy
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, self._on_signal)
 

@@ -48,6 +48,12 @@ class ServerProcess:
             time.sleep(0.1)
         raise TimeoutError(f"{path} not 200 after {timeout}s:\n{self.log_tail()}")
 
+    def processes(self) -> tuple[list[int], list[int]]:
+        """(engine core pids, HTTP worker pids) of the launcher."""
+        pids = [p for p in children(self.proc.pid) if is_python_child(p)]
+        cores = [p for p in pids if maps_torch(p)]
+        return cores, [p for p in pids if p not in cores]
+
     def log_tail(self, lines: int = 40) -> str:
         """The end of the server's log."""
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
@@ -67,3 +73,46 @@ class ServerProcess:
             self.proc.wait()
         self.log_file.close()
         return self.proc.returncode
+
+
+def children(pid: int) -> list[int]:
+    """Process ids whose parent is `pid` (Linux /proc)."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat[stat.rindex(")") + 2 :].split()[1]) == pid:
+                out.append(int(entry.name))
+    return out
+
+
+def maps_torch(pid: int) -> bool:
+    """True when the process has loaded libtorch (an engine core; never an HTTP worker)."""
+    return "libtorch" in Path(f"/proc/{pid}/maps").read_text()
+
+
+def is_python_child(pid: int) -> bool:
+    """A spawned server process (not multiprocessing's resource tracker)."""
+    return "spawn_main" in Path(f"/proc/{pid}/cmdline").read_text().replace("\0", " ")
+
+
+def connections(pid: int, port: int) -> int:
+    """Established TCP connections of process `pid` on local `port`."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    count = 0
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            local, state, inode = fields[1], fields[3], fields[9]
+            count += int(local.rsplit(":", 1)[1], 16) == port and state == "01" and inode in inodes
+    return count
