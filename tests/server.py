@@ -25,14 +25,14 @@ def free_port() -> int:
 class ServerProcess:
     """A server subprocess and its base URL; logs go to a file for post-mortems."""
 
-    def __init__(self, *args: str, env: dict[str, str] | None = None, log: Path | None = None):
+    def __init__(self, *args: str, env: dict[str, str] | None = None, log: Path | None = None, cwd: Path = ROOT):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = log or Path(f"/tmp/mt-server-{self.port}.log")
         cmd = [sys.executable, "-m", "app", "--host", "127.0.0.1", "--port", str(self.port), *args]
         full_env = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1", **(env or {})}
         self.log_file = self.log_path.open("w")
-        self.proc = subprocess.Popen(cmd, cwd=ROOT, env=full_env, stdout=self.log_file, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(cmd, cwd=cwd, env=full_env, stdout=self.log_file, stderr=subprocess.STDOUT)
 
     def wait(self, path: str = "/health/ready", timeout: float = 120.0) -> ServerProcess:
         """Block until `path` answers 200 (raises with the log tail on timeout or exit)."""

@@ -10,8 +10,7 @@ import pickle
 from typing import Protocol
 
 import zmq
-import zmq.asyncio
-from zmq.utils.monitor import parse_monitor_message
+from zmq.utils.monitor import recv_monitor_message
 
 from app.engine.card import ModelCard
 from app.engine.messages import Abort, Hello, Ready, Result, Submit, Unit, Update, encode, to_front
@@ -38,7 +37,9 @@ class Receiver(Protocol):
 
 
 class EngineClient:
-    """Submit/abort over one socket; a reader task routes Updates; a monitor task notices the core's death."""
+    """Submit/abort over one socket. The event loop watches the socket's file descriptor and routes every message
+    that has arrived at each wake-up (no future per message, as zmq.asyncio would make); a monitor socket tells
+    it when the core's end of the connection closes."""
 
     def __init__(self, address: str):
         self.address = address
@@ -49,25 +50,34 @@ class EngineClient:
         self.receivers: dict[int, Receiver] = {}  # by unit id
         self.acks: dict[int, asyncio.Future[str | None]] = {}  # by job id: None accepted, else why refused
         self.ids = itertools.count(1)
-        self.tasks: list[asyncio.Task] = []
+        self.connected = False
 
     async def start(self) -> None:
         """Connect (the core may still be loading: messages wait in the socket) and say Hello."""
-        self.sock = zmq.asyncio.Context.instance().socket(zmq.DEALER)
+        self.loop = asyncio.get_running_loop()
+        self.sock = zmq.Context.instance().socket(zmq.DEALER)
         for option in (zmq.SNDHWM, zmq.RCVHWM, zmq.LINGER):
-            self.sock.setsockopt(option, 0)
-        monitor = self.sock.get_monitor_socket(zmq.EVENT_CONNECTED | zmq.EVENT_DISCONNECTED)
+            self.sock.setsockopt(option, 0)  # no high-water mark: never block, never drop
+        self.monitor = self.sock.get_monitor_socket(zmq.EVENT_CONNECTED | zmq.EVENT_DISCONNECTED)
+        self.loop.add_reader(self.sock.getsockopt(zmq.FD), self._read)
+        self.loop.add_reader(self.monitor.getsockopt(zmq.FD), self._watch)
         self.sock.connect(self.address)
-        await self.sock.send(encode(Hello()))
-        self.tasks = [asyncio.create_task(self._read()), asyncio.create_task(self._watch(monitor))]
+        self._send(Hello())
+        self._watch()  # a ZeroMQ descriptor signals only changes after the first look at the socket's events
 
     async def close(self) -> None:
-        """Stop the tasks and close the socket."""
-        for task in self.tasks:
-            task.cancel()
-        await asyncio.gather(*self.tasks, return_exceptions=True)
+        """Stop watching and close the sockets."""
+        self.loop.remove_reader(self.sock.getsockopt(zmq.FD))
+        self.loop.remove_reader(self.monitor.getsockopt(zmq.FD))
         self.sock.disable_monitor()
+        self.monitor.close(0)
         self.sock.close(0)
+
+    def _send(self, msg) -> None:
+        """Send now (never blocks); then look for input: the socket's descriptor may not signal what arrived
+        meanwhile (ZeroMQ's descriptor is edge-triggered)."""
+        self.sock.send(encode(msg), zmq.NOBLOCK)
+        self.loop.call_soon(self._read)
 
     @property
     def ready(self) -> bool:
@@ -88,7 +98,7 @@ class EngineClient:
         job = next(self.ids)
         ack = self.acks[job] = asyncio.get_running_loop().create_future()
         self.receivers.update((u.id, receiver) for u in units)
-        await self.sock.send(encode(Submit(job, params, units, stream, arrival)))
+        self._send(Submit(job, params, units, stream, arrival))
         refused = await ack
         if refused is not None:
             for u in units:
@@ -100,12 +110,12 @@ class EngineClient:
         for i in ids:
             self.receivers.pop(i, None)
         if ids and self.dead is None:
-            self.sock.send(encode(Abort(ids)))
+            self._send(Abort(ids))
 
-    async def _read(self) -> None:
-        """Route every message from the core."""
-        while True:
-            msg = to_front.decode(await self.sock.recv())
+    def _read(self) -> None:
+        """Route every message that has arrived."""
+        while not self.sock.closed and self.dead is None and self.sock.getsockopt(zmq.EVENTS) & zmq.POLLIN:
+            msg = to_front.decode(self.sock.recv(zmq.NOBLOCK))
             if isinstance(msg, Ready):
                 self.card = pickle.loads(msg.card)  # from our own engine core, over a private socket
             else:
@@ -131,16 +141,15 @@ class EngineClient:
         if fut is not None and not fut.done():
             fut.set_result(refused)
 
-    async def _watch(self, monitor: zmq.asyncio.Socket) -> None:
+    def _watch(self) -> None:
         """The first disconnect after a connection means the core is gone: fail everything in flight at once."""
-        connected = False
-        while True:
-            event = parse_monitor_message(await monitor.recv_multipart())["event"]
+        while not self.monitor.closed and self.dead is None and self.monitor.getsockopt(zmq.EVENTS) & zmq.POLLIN:
+            event = recv_monitor_message(self.monitor, zmq.NOBLOCK)["event"]
             if event == zmq.EVENT_CONNECTED:
-                connected = True
-            elif event == zmq.EVENT_DISCONNECTED and connected:
+                self.connected = True
+            elif event == zmq.EVENT_DISCONNECTED and self.connected:
+                self._read()  # whatever the core said before it went
                 self._die(GONE)
-                return
 
     def _die(self, why: str) -> None:
         """Mark the core dead; every waiting job and unit gets an error now."""
