@@ -16,9 +16,8 @@ from multiprocessing.connection import Connection, wait
 from multiprocessing.context import SpawnProcess
 from pathlib import Path
 
-from app.engine.proc import core_main
+from app.children import engine_core, http_worker
 from app.settings import BUILTIN, Settings
-from app.worker import worker_main
 
 log = logging.getLogger("mt.launcher")
 CHILD_DIED = 1  # exit code when an engine core or an HTTP worker ended by itself
@@ -79,12 +78,12 @@ class Launcher:
         addresses = [f"ipc://{run_dir}/core-{i}.sock" for i in range(len(specs))]
         config = settings.model_dump()
         self.cores = [
-            start(f"engine core {i} ({spec})", core_main, spec, config, address)
+            start(f"engine core {i} ({spec})", engine_core, spec, config, address)
             for i, (spec, address) in enumerate(zip(specs, addresses, strict=True))
         ]
         self.workers = []
         for i, sock in enumerate(listen(settings.host, settings.port, settings.workers)):
-            self.workers.append(start(f"http worker {i}", worker_main, config, addresses, sock))
+            self.workers.append(start(f"http worker {i}", http_worker, config, addresses, sock))
             sock.close()  # the worker holds its own copy
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, self._on_signal)

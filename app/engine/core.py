@@ -39,6 +39,7 @@ class EngineCore:
         self.outbox: dict[bytes, Update] = {}
         self.last_step = 0.0  # when the previous decode step's tokens came out
         metrics.add_model(name)
+        self.encode_time, self.decode_time = metrics.step.labels("encode"), metrics.step.labels("decode")
 
     # --- input -----------------------------------------------------------------------------------
     def submit(self, front: bytes, job: Submit) -> None:
@@ -152,7 +153,7 @@ class EngineCore:
                 return [b for req in admit for b in self._prefill([req])]
             self._fail(admit[0], f"encoding failed: {exc}")
             return []
-        self.metrics.step.labels("encode").observe(time.perf_counter() - t0)
+        self.encode_time.observe(time.perf_counter() - t0)
         return [new]
 
     def _join(self, new: DecodeBatch) -> None:
@@ -178,7 +179,7 @@ class EngineCore:
             return
         self.batch, outputs = done
         now = time.monotonic()
-        self.metrics.step.labels("decode").observe(time.perf_counter() - t0)
+        self.decode_time.observe(time.perf_counter() - t0)
         self.metrics.batch_size.observe(rows)
         self._collect(outputs, now)
 
