@@ -49,10 +49,18 @@ class Job:
     tokens gets (and detokenizes) them one by one; the others get each unit's result once."""
 
     def __init__(
-        self, entry: ModelEntry, layouts: list[Layout], params: DecodeParams, max_input_tokens: int, stream: bool
+        self,
+        entry: ModelEntry,
+        layouts: list[Layout],
+        params: DecodeParams,
+        max_input_tokens: int,
+        stream: bool = False,
+        prefix: list[int] = (),
+        detected: dict | None = None,
     ):
         self.entry, self.params = entry, params
-        self.tokenizer = entry.card.tokenizer
+        self.tokenizer = entry.checkpoint.tokenizer
+        self.prefix, self.detected = list(prefix), detected  # language tokens before each unit; source "auto"
         self.arrival = time.monotonic()
         self.queue: asyncio.Queue[tuple[int, int, Event]] = asyncio.Queue()
         self.streams_tokens = stream and params.beam_size == 1
@@ -63,7 +71,7 @@ class Job:
         """Tokenize every unit and enforce max_input_tokens, naming the text."""
         units = []
         for text in layout.units:
-            ids = self.tokenizer.encode(text)
+            ids = self.prefix + self.tokenizer.encode(text)
             if len(ids) > limit:
                 hint = "" if len(layout.units) > 1 else "; set parameters.split_sentences=true or send shorter texts"
                 raise ApiError(

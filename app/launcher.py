@@ -10,6 +10,7 @@ import os
 import shutil
 import signal
 import socket
+import sys
 import tempfile
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
@@ -26,11 +27,21 @@ spawn = multiprocessing.get_context("spawn")  # children start clean: no copy of
 
 @dataclass
 class Child:
-    """A child process and our end of a pipe to it: when we close it, or die, the child sees EOF."""
+    """A child process and our end of a pipe to it: when we close it, or die, the child sees EOF; a child that
+    cannot go on may send the reason through it before it exits."""
 
     role: str
     process: SpawnProcess
     pipe: Connection
+
+    def last_words(self) -> str:
+        """Why it exited: what it sent, else its exit code."""
+        try:
+            if self.pipe.poll():
+                return str(self.pipe.recv())
+        except (EOFError, OSError):
+            pass
+        return f"{self.role} exited with code {self.process.exitcode}"
 
     def close_pipe(self) -> None:
         """Tell the child to stop (an engine core stops at once; a worker exits without draining)."""
@@ -61,7 +72,7 @@ def listen(host: str, port: int, n: int) -> list[socket.socket]:
 
 def start(role: str, target, *args) -> Child:
     """Spawn a child running target(*args, pipe)."""
-    theirs, ours = spawn.Pipe(duplex=False)
+    theirs, ours = spawn.Pipe()
     process = spawn.Process(target=target, args=(*args, theirs), name=role, daemon=False)
     process.start()
     theirs.close()
@@ -73,7 +84,7 @@ class Launcher:
     """Starts the children, forwards SIGTERM/SIGINT to the workers, and watches that nothing dies."""
 
     def __init__(self, settings: Settings, run_dir: Path):
-        self.settings, self.received = settings, None
+        self.settings, self.received, self.fatal = settings, None, ""
         specs = settings.models or [str(BUILTIN)]
         addresses = [f"ipc://{run_dir}/core-{i}.sock" for i in range(len(specs))]
         config = settings.model_dump()
@@ -103,6 +114,7 @@ class Launcher:
                 return self.stop(self.received)
             dead = next((c for c in self.children if c.process.exitcode is not None), None)
             if dead is not None:
+                self.fatal = dead.last_words()
                 log.error("%s exited with code %s: stopping the server", dead.role, dead.process.exitcode)
                 self.stop(signal.SIGTERM)
                 return CHILD_DIED
@@ -127,6 +139,10 @@ def launch(settings: Settings) -> int:
     (run_dir / "metrics").mkdir()
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(run_dir / "metrics")  # inherited by every child
     try:
-        return Launcher(settings, run_dir).run()
+        launcher = Launcher(settings, run_dir)
+        code = launcher.run()
     finally:
         shutil.rmtree(run_dir, ignore_errors=True)
+    if launcher.fatal:
+        print(f"error: {launcher.fatal}", file=sys.stderr, flush=True)  # the last line of the log says why
+    return code

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 from dataclasses import dataclass
 
-from app.engine.card import ModelCard
+from app.engine.card import Description, ModelCard
 from app.engine.client import EngineClient
 from app.errors import ApiError
+from app.languages import Detector
 from app.metrics import Metrics
 from app.settings import Settings
 
@@ -22,6 +24,11 @@ class ModelEntry:
 
     card: ModelCard
     engine: EngineClient
+
+    @property
+    def checkpoint(self) -> Description:
+        """The checkpoint without its weights: tokenizer, languages, generation defaults, architecture."""
+        return self.card.description
 
     @property
     def name(self) -> str:
@@ -38,9 +45,11 @@ class Service:
         self.draining = False
         self.inflight = 0
         self.started = time.time()
+        self.detector = Detector()
 
     async def start(self) -> None:
-        """Connect to every engine core (they may still be loading)."""
+        """Connect to every engine core (they may still be loading); load the language detector meanwhile."""
+        threading.Thread(target=self.detector.load, name="detector", daemon=True).start()
         await asyncio.gather(*(c.start() for c in self.clients))
 
     async def stop(self) -> None:
@@ -54,8 +63,8 @@ class Service:
 
     @property
     def loaded(self) -> bool:
-        """Every core has loaded and warmed up its model."""
-        return all(c.card is not None for c in self.clients)
+        """Every core has loaded and warmed up its model, and the language detector is loaded."""
+        return all(c.card is not None for c in self.clients) and self.detector.loaded
 
     def broken(self) -> str | None:
         """Why this process can never serve again (an engine core died, two serve one pair), else None."""
@@ -83,22 +92,22 @@ class Service:
         if not ok:
             raise ApiError(503, "not_ready", f"not ready: {reason}", {"Retry-After": "5"})
 
+    def pairs(self) -> list[tuple[str, str]]:
+        """Every (source, target) some loaded model serves."""
+        return sorted({pair for m in self.models.values() for pair in m.checkpoint.languages.pairs()})
+
+    def sources_into(self, target: str) -> list[str]:
+        """Source languages that some model translates into `target`."""
+        return sorted({s for s, t in self.pairs() if t == target})
+
     def route(self, source: str, target: str) -> ModelEntry:
-        """The model for source->target; "auto" works when exactly one model translates into target."""
-        models = self.models
-        if source == "auto":
-            fits = [m for m in models.values() if m.card.target_lang == target]
-            if len(fits) == 1:
-                return fits[0]
-            sources = sorted(m.card.source_lang for m in fits)
-            why = f"several sources fit (set source to one of {sources})" if fits else "no model translates into it"
-            raise ApiError(400, "unsupported_language", f"source 'auto' with target '{target}': {why}")
-        entry = models.get(f"{source}-{target}")
+        """The model for source->target (400 unsupported_language naming the pairs served)."""
+        entry = next((m for m in self.models.values() if m.checkpoint.languages.serves(source, target)), None)
         if entry is None:
+            pairs = [f"{a}-{b}" for a, b in self.pairs()]
+            served = pairs if len(pairs) <= 20 else f"{len(pairs)} pairs, see GET /languages"
             raise ApiError(
-                400,
-                "unsupported_language",
-                f"no model for source '{source}' -> target '{target}'; served: {sorted(models)}",
+                400, "unsupported_language", f"no model for source '{source}' -> target '{target}'; served: {served}"
             )
         return entry
 

@@ -9,7 +9,7 @@ import torch
 from torch import Tensor
 
 from model.cache import DecoderCache
-from model.processors import apply_penalties, suppress
+from model.processors import apply_penalties, force, needs_penalties, suppress
 from model.search import Group, Request, StepOutput
 from model.transformer import Seq2SeqTransformer
 
@@ -33,7 +33,7 @@ class DecodeBatch:
     @classmethod
     def prefill(cls, model: Seq2SeqTransformer, requests: list[Request]) -> DecodeBatch:
         """Encode new requests and project their cross-attention K/V once: one row each."""
-        cfg, device = model.cfg, model.pe.device
+        cfg, device = model.cfg, model.device
         src, src_mask = pad_batch([r.src for r in requests], cfg.pad_id, device)
         cache = model.start_cache(model.encode(src, src_mask), src_mask)
         groups = [Group(r, cfg.eos_id, cfg.decoder_start_id, _generator(r, device)) for r in requests]
@@ -104,12 +104,16 @@ class DecodeBatch:
         else:
             scores = torch.where(torch.tensor(is_beam, device=logits.device)[:, None], logprobs, logits)
         scores[:, cfg.pad_id] = float("-inf")
-        scores[:, cfg.decoder_start_id] = float("-inf")
+        if cfg.decoder_start_id != cfg.eos_id:  # NLLB/M2M100 start from EOS
+            scores[:, cfg.decoder_start_id] = float("-inf")
         early = [g.steps < g.params.min_new_tokens for g in self.groups for _ in range(g.width)]
         if any(early):
             suppress(scores, cfg.eos_id, torch.tensor(early, device=logits.device))
-        if any(p.repetition_penalty != 1.0 or p.no_repeat_ngram_size for p in params):
+        if any(needs_penalties(p) for p in params):
             apply_penalties(scores, [h for g in self.groups for h in g.histories()], params)
+        forced = [g.params.forced_token(g.steps, cfg.eos_id) for g in self.groups for _ in range(g.width)]
+        if any(t is not None for t in forced):
+            force(scores, forced)
         choice = picked = cands = None
         if n_beam < len(params):  # greedy rows: first maximum, and its log-probability, in one pass each
             best = scores.max(-1).indices

@@ -18,8 +18,18 @@ def banned_ngram_tokens(history: list[int], n: int) -> list[int]:
     return [history[i + n - 1] for i in range(len(history) - n + 1) if tuple(history[i : i + n - 1]) == prefix]
 
 
+def banned_words(history: list[int], bad_words: tuple[tuple[int, ...], ...]) -> list[int]:
+    """Last tokens of the bad word sequences whose other tokens end `history` (a one-token word: always)."""
+    return [w[-1] for w in bad_words if len(w) == 1 or tuple(history[-len(w) + 1 :]) == w[:-1]]
+
+
+def needs_penalties(p: DecodeParams) -> bool:
+    """Whether a row's parameters ask for history-dependent processing."""
+    return p.repetition_penalty != 1.0 or p.no_repeat_ngram_size > 0 or bool(p.bad_words_ids)
+
+
 def apply_penalties(scores: Tensor, histories: list[list[int]], params: list[DecodeParams]) -> Tensor:
-    """Repetition penalty and no-repeat n-grams, row by row, only where asked for (in place)."""
+    """Repetition penalty, no-repeat n-grams and bad words, row by row, only where asked for (in place)."""
     for row, (history, p) in enumerate(zip(histories, params, strict=True)):
         if p.repetition_penalty != 1.0 and history:
             ids = torch.tensor(sorted(set(history)), device=scores.device)
@@ -29,6 +39,19 @@ def apply_penalties(scores: Tensor, histories: list[list[int]], params: list[Dec
             banned = banned_ngram_tokens(history, p.no_repeat_ngram_size)
             if banned:
                 scores[row, banned] = NEG_INF
+        if p.bad_words_ids and (banned := banned_words(history, p.bad_words_ids)):
+            scores[row, banned] = NEG_INF
+    return scores
+
+
+def force(scores: Tensor, tokens: list[int | None]) -> Tensor:
+    """Rows with a forced token (not None) can take only that one: it scores 0, every other token -inf (in place),
+    as transformers' ForcedBOS/ForcedEOS processors do."""
+    rows = [r for r, t in enumerate(tokens) if t is not None]
+    if rows:
+        index = torch.tensor(rows, device=scores.device)
+        scores.index_fill_(0, index, NEG_INF)
+        scores[index, torch.tensor([tokens[r] for r in rows], device=scores.device)] = 0.0
     return scores
 
 

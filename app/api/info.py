@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
 from importlib.metadata import PackageNotFoundError, version
 
 from fastapi import APIRouter, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from app.api.translate import ServiceDep
+from app.languages import listing
 from app.schemas import Language
 
 router = APIRouter()
-
-NAMES = {"en": "English", "es": "Spanish", "fr": "French", "de": "German", "it": "Italian", "pt": "Portuguese"}
 
 
 def _version() -> str:
@@ -25,11 +25,8 @@ def _version() -> str:
 
 @router.get("/languages", response_model=list[Language])
 async def languages(service: ServiceDep) -> list[dict]:
-    """Source languages with the targets each can be translated into."""
-    targets: dict[str, set[str]] = {}
-    for entry in service.models.values():
-        targets.setdefault(entry.card.source_lang, set()).add(entry.card.target_lang)
-    return [{"code": c, "name": NAMES.get(c, c), "targets": sorted(t)} for c, t in sorted(targets.items())]
+    """Source languages with the targets each can be translated into (ISO 639-1 codes where one exists)."""
+    return listing(service.pairs())
 
 
 @router.get("/info")
@@ -38,18 +35,21 @@ async def info(service: ServiceDep) -> dict:
     s = service.settings
     models = []
     for entry in service.models.values():
-        card = entry.card
+        ck = entry.checkpoint
         waiting, running = entry.engine.load
         models.append(
             {
-                "name": card.name,
-                "source": card.source_lang,
-                "target": card.target_lang,
-                "path": card.path,
-                "parameters": card.parameters,
-                "dtype": card.dtype,
-                "device": card.device,
-                "architecture": card.config.to_dict(),
+                "name": ck.name,
+                "kind": ck.kind,
+                "source": ck.source_lang,
+                "target": ck.target_lang,
+                "languages": {"sources": list(ck.languages.sources), "targets": list(ck.languages.targets)},
+                "generation": dataclasses.asdict(ck.defaults),
+                "path": str(ck.path),
+                "parameters": entry.card.parameters,
+                "dtype": entry.card.dtype,
+                "device": entry.card.device,
+                "architecture": ck.config.to_dict(),
                 "waiting": waiting,
                 "running": running,
             }

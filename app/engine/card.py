@@ -1,40 +1,32 @@
-"""A served model as the HTTP fronts see it: everything but the weights (which stay in the engine core)."""
+"""A served model as the HTTP workers see it: the checkpoint without its weights (which stay in the engine core),
+and the network's size, dtype and device for /info."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
-from model.config import ModelConfig
-from model.tokenizer import Tokenizer
+from model.description import Description
 
 
 @dataclass
 class ModelCard:
-    """Names, languages, tokenizer, architecture and size of a model; the core sends it pickled in Ready."""
+    """What the core sends its workers (pickled, in Ready) once its model is loaded and warm."""
 
-    name: str
-    source_lang: str
-    target_lang: str
-    path: str
-    tokenizer: Tokenizer
-    config: ModelConfig
+    description: Description
     parameters: int
     dtype: str
     device: str
 
+    @property
+    def name(self) -> str:
+        """The model's name, e.g. "en-es"."""
+        return self.description.name
+
     @classmethod
     def of(cls, checkpoint) -> ModelCard:
         """The card of a loaded model.checkpoint.Checkpoint."""
-        m = checkpoint.model
-        p = next(m.parameters())
-        return cls(
-            checkpoint.name,
-            checkpoint.source_lang,
-            checkpoint.target_lang,
-            str(checkpoint.path),
-            checkpoint.tokenizer,
-            m.cfg,
-            sum(t.numel() for t in m.parameters()),
-            str(p.dtype).removeprefix("torch."),
-            str(p.device),
-        )
+        desc = Description(**{f.name: getattr(checkpoint, f.name) for f in dataclasses.fields(Description)})
+        p = next(checkpoint.model.parameters())
+        size = sum(t.numel() for t in checkpoint.model.parameters())
+        return cls(desc, size, str(p.dtype).removeprefix("torch."), str(p.device))

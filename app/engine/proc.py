@@ -68,15 +68,20 @@ def make_core(ck: Checkpoint, s: Settings) -> EngineCore:
 
 
 def core_main(spec: str, settings: dict, address: str, stop: Connection) -> None:
-    """A spawned core process: load, warm up, serve. An exception (a model that cannot load) exits non-zero."""
+    """A spawned core process: load, warm up, serve. A model that cannot load sends the launcher why, exits 1."""
     s = Settings(**settings)
     logging.basicConfig(level=s.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the launcher drains the HTTP workers first, then stops the core
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     device = pick_device(s.device)
-    pair, path = parse_spec(spec)
-    ck = load(path, device=device, dtype=pick_dtype(s.dtype, device), pair=pair)
-    warm_up(ck, s.warmup_rounds)
+    try:
+        pair, path = parse_spec(spec)
+        ck = load(path, device=device, dtype=pick_dtype(s.dtype, device), pair=pair)
+        warm_up(ck, s.warmup_rounds)
+    except Exception as exc:  # the launcher prints the reason and exits non-zero
+        log.debug("model loading failed", exc_info=True)
+        stop.send(f"model loading failed: {type(exc).__name__}: {exc}")
+        raise SystemExit(1) from None
     log.info("engine core %s: loaded %s on %s, serving %s", ck.name, ck.path, device, address)
     serve(make_core(ck, s), ModelCard.of(ck), address, stop.fileno())
 
