@@ -169,50 +169,47 @@ def one_post(url: str, texts: list[str], fields: dict, pair: tuple[str, str]) ->
     return sum(d["generated_tokens"] for d in r.json()["details"]) / seconds
 
 
+def per_step(before: dict[str, float], after: dict[str, float]) -> tuple[float, float]:
+    """Rows per decode step and mean decode step (ms) between two /metrics readings."""
+    d = {k: after.get(k, 0.0) - before.get(k, 0.0) for k in after}
+    decode = 'mt_step_duration_seconds_{}{{phase="decode"}}'
+    rows = d["mt_batch_size_sum"] / max(d["mt_batch_size_count"], 1)
+    return rows, 1000 * d[decode.format("sum")] / max(d[decode.format("count")], 1)
+
+
+def under_load(args, url: str, pid: int, clients: int, ck, texts: list[str], sources: list[list[int]]) -> Loaded:
+    """Closed-loop clients against the server, then the offline engine at the rows per step the server ran."""
+    fields, pair = decode_fields(args.new_tokens, forced=True), (ck.source_lang, ck.target_lang)
+    before = server_metrics(url)
+    with cpu_account(pid) as cpu:
+        work = bodies(texts, args.requests, fields, True, pair)
+        stats = closed_loop(url + "/translate", work, clients, 3600, 3600, args.client_procs)
+    rows, step = per_step(before, server_metrics(url))
+    same = (sources * (args.requests // len(sources) + 1))[: args.requests]
+    local = offline(ck.model, same, fields, max(1, round(rows)), args.device)
+    return Loaded(clients, stats, rows, step, cpu, local)
+
+
 def measure(args, name: str, checkout: Path, path: Path, ck, texts: list[str], sources: list[list[int]]) -> Served:
     """Both phases on one server."""
     fields, pair = decode_fields(args.new_tokens, forced=True), (ck.source_lang, ck.target_lang)
     clients = [int(c) for c in args.clients.split(",")]
     result = Served(name, [], [])
     with serving(args, path, checkout, max([args.texts, *clients])) as (url, pid):
-        closed_loop(
-            url + "/translate",
-            bodies(texts, 2 * clients[0], decode_fields(4, True), True, pair),
-            clients[0],
-            300,
-            300,
-            args.client_procs,
-        )  # warm-up: connections, code paths
+        warm = bodies(texts, 2 * clients[0], decode_fields(4, True), True, pair)  # connections, code paths
+        closed_loop(url + "/translate", warm, clients[0], 300, 300, args.client_procs)
         for _ in range(args.repeats):
             server = one_post(url, texts[: args.texts], fields, pair)
             local = offline(ck.model, sources[: args.texts], fields, args.texts, args.device).tps
             result.one_post.append((server, local))
             log(f"{name}: one POST of {args.texts} texts {server:.0f} tokens/s, offline {local:.0f}")
         for c in clients:
-            before = server_metrics(url)
-            with cpu_account(pid) as cpu:
-                stats = closed_loop(
-                    url + "/translate",
-                    bodies(texts, args.requests, fields, True, pair),
-                    c,
-                    3600,
-                    3600,
-                    args.client_procs,
-                )
-            after = server_metrics(url)
-            delta = {k: after.get(k, 0.0) - before.get(k, 0.0) for k in after}
-            rows = delta["mt_batch_size_sum"] / max(delta["mt_batch_size_count"], 1)
-            step = (
-                1000
-                * delta['mt_step_duration_seconds_sum{phase="decode"}']
-                / max(delta['mt_step_duration_seconds_count{phase="decode"}'], 1)
-            )
-            local = offline(ck.model, sources * (1 + 4 * c // len(sources)), fields, max(1, round(rows)), args.device)
-            result.loaded.append(Loaded(c, stats, rows, step, cpu, local))
+            ld = under_load(args, url, pid, c, ck, texts, sources)
+            result.loaded.append(ld)
             log(
-                f"{name}: {c} clients {stats.tps:.0f} tokens/s, {rows:.1f} rows/step, step {step:.2f} ms; "
-                f"offline at {local.rows} rows {local.tps:.0f} tokens/s, step {local.step_ms:.2f} ms; "
-                f"errors {stats.errors}"
+                f"{name}: {c} clients {ld.stats.tps:.0f} tokens/s, {ld.rows:.1f} rows/step, step {ld.step_ms:.2f} "
+                f"ms; offline at {ld.offline.rows} rows {ld.offline.tps:.0f} tokens/s, step {ld.offline.step_ms:.2f} "
+                f"ms; errors {ld.stats.errors}"
             )
     return result
 
