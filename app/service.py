@@ -30,11 +30,6 @@ class ModelEntry:
         """The checkpoint without its weights: tokenizer, languages, generation defaults, architecture."""
         return self.card.description
 
-    @property
-    def name(self) -> str:
-        """The model's name, e.g. "en-es"."""
-        return self.card.name
-
 
 class Service:
     """Owns the engine clients and readiness; the HTTP layer reaches everything through it."""

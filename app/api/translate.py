@@ -183,7 +183,7 @@ def response_body(job: Job, body: TranslateRequest) -> dict:
         score = sum(h.score for h in hyps) / max(len(hyps), 1) if body.parameters.return_scores else None
         details.append(
             {
-                "model": job.entry.name,
+                "model": job.entry.checkpoint.name,
                 "input_tokens": sum(len(u.ids) for u in item.units),
                 "generated_tokens": sum(len(h.tokens) for h in hyps),
                 "finish_reason": reason,
