@@ -187,7 +187,7 @@ def report(args, samples: list[tuple[float, float]], outs: list[dict], wall: flo
         + f"; {left:.0f} requests left running or waiting afterwards.",
         f"- Server resident memory (all its processes), {len(mb)} samples: {mb[0]:.0f} MB at the start, {warm:.0f} MB "
         f"after the first tenth, {max(mb):.0f} MB at most, {mb[-1]:.0f} MB at the end; {growth:+.0f} MB over the "
-        "second half.",
+        f"second half: {'flat' if growth < max(10.0, 0.03 * warm) else '**still rising**'} (flat: under 3% or 10 MB).",
         "",
     ]
     return "\n".join(lines), passed
