@@ -6,9 +6,10 @@ import pytest
 import torch
 
 from model.batch import DecodeBatch, place
+from model.choice import warp
 from model.generate import generate
 from model.params import DecodeParams
-from model.processors import banned_ngram_tokens, warp
+from model.processors import banned_ngram_tokens
 from model.search import Request
 from model.transformer import Seq2SeqTransformer
 from tests.fixtures import tiny_config
@@ -119,11 +120,13 @@ def test_repetition_penalty_changes_repetitive_output(model):
     assert len(pen) == len(set(pen)) or pen != base
 
 
-def test_warp_top_k_and_top_p():
-    logits = torch.tensor([3.0, 2.0, 1.0, 0.0])
-    assert torch.isinf(warp(logits, 1.0, 2, 1.0)[2:]).all()
-    kept = torch.isfinite(warp(logits, 1.0, 0, 0.7))
-    assert kept.tolist() == [True, True, False, False]
+def test_warp_top_k_and_top_p_per_row():
+    """Each row keeps its own top-k (ties with the k-th stay) and nucleus; rows without filters keep everything."""
+    logits = torch.tensor([[3.0, 2.0, 1.0, 0.0], [0.0, 1.0, 2.0, 3.0], [1.0, 2.0, 2.0, 0.0], [3.0, 2.0, 1.0, 0.0]])
+    top_k, top_p = torch.tensor([2, 0, 2, 0]), torch.tensor([1.0, 0.7, 1.0, 1.0])
+    kept = torch.isfinite(warp(logits, torch.ones(4), top_k, top_p))
+    assert kept.tolist() == [[1, 1, 0, 0], [0, 0, 1, 1], [0, 1, 1, 0], [1, 1, 1, 1]]
+    assert warp(logits, torch.full((4,), 2.0), top_k, top_p)[0, 0] == 1.5  # temperature first
 
 
 def test_parameters_are_validated():
