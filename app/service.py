@@ -20,6 +20,8 @@ from model.checkpoint import Checkpoint, load
 from model.generate import generate
 from model.params import DecodeParams
 from model.search import Request
+from model.static import StaticDecoder
+from model.transformer import Seq2SeqTransformer
 
 log = logging.getLogger("mt.service")
 BUILTIN = Path(model_pkg.__file__).parent / "builtin" / "en-es"
@@ -66,6 +68,19 @@ def pick_dtype(setting: str, device: str) -> torch.dtype:
     return torch.float32
 
 
+def decoder(model: Seq2SeqTransformer, s: Settings) -> Seq2SeqTransformer | StaticDecoder:
+    """The model as its engine runs it: on CUDA behind static shapes, the decode step captured as CUDA graphs (unless
+    cuda_graphs is off: then the same step runs eagerly); elsewhere the model itself."""
+    if model.pe.device.type != "cuda":
+        return model
+    static = StaticDecoder(model, max(s.max_batch_size, s.max_beam_size), s.max_new_tokens, s.max_input_tokens)
+    if s.cuda_graphs:
+        start = time.perf_counter()
+        count = static.capture()
+        log.info("captured %d CUDA graphs of the decode step in %.1fs", count, time.perf_counter() - start)
+    return static
+
+
 class Service:
     """Owns models, engines and readiness; the HTTP layer reaches everything through it."""
 
@@ -95,9 +110,10 @@ class Service:
                 ck = load(path, device=device, dtype=dtype, pair=pair)
                 if ck.name in self.models:
                     raise ValueError(f"two models serve {ck.name}")
-                self._warm_up(ck)
+                runner = decoder(ck.model, s)
+                self._warm_up(ck, runner)
                 limits = Limits(s.max_batch_size, s.max_batch_tokens, s.max_prefill_tokens)
-                engine = Engine(ck.name, ck.model, limits, self.metrics, s.max_queue, s.max_wait_ms)
+                engine = Engine(ck.name, runner, limits, self.metrics, s.max_queue, s.max_wait_ms)
                 engine.start()
                 self.models[ck.name] = ModelEntry(ck, engine)
                 log.info("loaded %s from %s on %s/%s", ck.name, ck.path, device, dtype)
@@ -106,12 +122,12 @@ class Service:
             log.exception("model loading failed")
             self.load_error = f"{type(exc).__name__}: {exc}"
 
-    def _warm_up(self, ck: Checkpoint) -> None:
+    def _warm_up(self, ck: Checkpoint, runner: Seq2SeqTransformer | StaticDecoder) -> None:
         """Run a few translations so first requests do not pay for lazy initialisation."""
         ids = ck.tokenizer.encode("Hello, world. This is a warm-up sentence.")
         for i in range(self.settings.warmup_rounds):
             reqs = [Request(j, ids, DecodeParams(beam_size=1 + (i + j) % 2, max_new_tokens=16)) for j in range(4)]
-            generate(ck.model, reqs)
+            generate(runner, reqs)
 
     def broken(self) -> str | None:
         """Why this process can never serve again (loading failed, an engine died), else None."""

@@ -1,0 +1,110 @@
+"""The static-shape decode step equals the dynamic one: padded rows, fixed buffers and spans change nothing."""
+
+import pytest
+import torch
+
+from model.batch import DecodeBatch
+from model.generate import generate
+from model.search import Request
+from model.static import StaticDecoder, row_sizes, span_sizes
+from model.transformer import Seq2SeqTransformer
+from tests.fixtures import tiny_config
+from tests.model.test_decoding import MIXED, _src, _tokens
+
+DEVICE = torch.device("cpu")  # exact comparisons: both sides on one device, in float32
+
+
+@pytest.fixture(scope="module")
+def model() -> Seq2SeqTransformer:
+    torch.manual_seed(1)
+    m = Seq2SeqTransformer(tiny_config(60)).eval().to(DEVICE)
+    with torch.no_grad():
+        m.tgt_embed.weight.mul_(4.0)
+    return m
+
+
+def test_sizes():
+    assert row_sizes(256) == [1, 2, 4, 8, 16, 32, 48, 64, 96, 128, 160, 192, 224, 256]
+    assert row_sizes(5) == [1, 2, 4, 5] and row_sizes(1) == [1]
+    assert span_sizes(512) == [32, 64, 128, 256, 512]
+    assert span_sizes(40) == [32, 40] and span_sizes(20) == [20]
+
+
+def _encoded(model, seed: int, rows: int, length: int):
+    """A fresh cache for `rows` random sources of different lengths (at most `length`)."""
+    g = torch.Generator().manual_seed(seed)
+    src = torch.randint(3, 60, (rows, length), generator=g)
+    mask = torch.arange(length)[None, :] < torch.tensor([length - 2 * i for i in range(rows)])[:, None]
+    return model.start_cache(model.encode(src, mask), mask)
+
+
+@torch.inference_mode()
+def test_static_step_equals_dynamic_step(model):
+    """Step by step, logits within 1e-5 and the same argmax, while rows join, leave, reorder like beams, outgrow the
+    row and span sizes and come back (rows padded 3 -> 4 and 5 -> 8, spans 32 -> 40, eager above 8 rows)."""
+    static = StaticDecoder(model, max_rows=8, max_positions=40, max_source=24)
+    dynamic, padded = _encoded(model, 0, 3, 9), _encoded(model, 0, 3, 9)
+    g = torch.Generator().manual_seed(5)
+    events = {3: ("take", [1, 1, 0]), 6: ("join", 2), 9: ("take", [4, 0, 3, 2]), 12: ("join", 6), 14: ("take", [8, 7])}
+    for step in range(36):
+        kind, arg = events.get(step, (None, None))
+        if kind == "take":
+            dynamic.take_(arg)
+            padded.take_(arg)
+        elif kind == "join":
+            dynamic.append_(_encoded(model, step, arg, 13))
+            padded.append_(_encoded(model, step, arg, 13))
+        tokens = torch.randint(3, 60, (dynamic.rows,), generator=g)
+        want = model.decode_step(tokens, dynamic)
+        got = static.decode_step(tokens, padded)
+        assert (padded.k_buf is static.buffer) == (padded.rows <= 8), step
+        torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+        assert got.argmax(-1).equal(want.argmax(-1))
+        assert padded.lengths.equal(dynamic.lengths) and padded.max_length == dynamic.max_length
+
+
+def _continuous(runner, requests: list[Request]) -> dict:
+    """Decode `requests` with joins every step and an abort at step 3 (request 1, beams); results by id."""
+    batch = DecodeBatch.prefill(runner, requests[:2])
+    pending, results, step = requests[2:], {}, 0
+    with torch.inference_mode():
+        while len(batch) or pending:
+            if pending:
+                joining, pending = pending[: 1 + step % 2], pending[1 + step % 2 :]
+                batch = batch.concat(DecodeBatch.prefill(runner, joining))
+            if step == 3:
+                batch = batch.filter([i for i in batch.ids if i != 1])
+            batch, outputs = batch.step(runner)
+            results.update((o.id, o.hypotheses) for o in outputs if o.finished)
+            step += 1
+    return results
+
+
+def test_static_decoding_equals_dynamic_decoding(model):
+    """Greedy, beams, sampling and penalties under continuous batching: the same tokens and scores."""
+    requests = [Request(i, _src(i), MIXED[i % len(MIXED)]) for i in range(12)]
+    want = _continuous(model, requests)
+    got = _continuous(StaticDecoder(model, max_rows=16, max_positions=20, max_source=16), requests)
+    assert want.keys() == got.keys()
+    for rid, hyps in want.items():
+        assert _tokens(got[rid]) == _tokens(hyps), rid
+        assert [h.score for h in got[rid]] == pytest.approx([h.score for h in hyps], abs=1e-4)
+
+
+def test_two_batches_do_not_share_the_static_buffers(model):
+    """While one batch holds the buffers, another decoding with the same decoder runs eagerly; both stay exact."""
+    static = StaticDecoder(model, max_rows=8, max_positions=20, max_source=16)
+    first = [Request(i, _src(i), MIXED[i]) for i in range(3)]
+    second = [Request(i, _src(10 + i), MIXED[3 + i]) for i in range(3)]
+    batches = {"a": DecodeBatch.prefill(static, first), "b": DecodeBatch.prefill(static, second)}
+    results = {}
+    with torch.inference_mode():
+        while any(len(batch) for batch in batches.values()):
+            for name, batch in list(batches.items()):
+                if len(batch):
+                    batches[name], outputs = batch.step(static)
+                    results.update(((name, o.id), o.hypotheses) for o in outputs if o.finished)
+    assert batches["a"].cache.k_buf is static.buffer and batches["b"].cache.k_buf is not static.buffer
+    for name, requests in (("a", first), ("b", second)):
+        for req, hyps in zip(requests, generate(model, requests), strict=True):
+            assert _tokens(results[(name, req.id)]) == _tokens(hyps)
