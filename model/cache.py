@@ -41,10 +41,17 @@ class DecoderCache:
     mask_buf: Tensor  # (R, S_cap) bool, True for real source tokens
     len_buf: Tensor  # (R,) long: positions decoded so far
     rows: int  # live rows
-    src_len: int  # longest live source: cross-attention reads positions [0, src_len)
-    max_length: int  # python copy of lengths.max(), so steps need no device sync
-    uniform: bool = False  # every live row has decoded max_length positions (python copy, no sync)
+    # python copies of what the device holds, so that steps and row moves need no device sync:
+    src_lens: list[int]  # per live row, its source length
+    starts: list[int]  # per live row, `steps` when it had decoded nothing: its length is steps - start
+    steps: int = 0  # decode steps run
+    src_len: int = 0  # longest live source: cross-attention reads positions [0, src_len)
+    max_length: int = 0  # longest live length
+    uniform: bool = True  # every live row has decoded max_length positions
     shape: tuple[int, int, int] | None = None  # a padded step's (rows, self positions, source positions): static shapes
+
+    def __post_init__(self) -> None:
+        self._measure()
 
     @classmethod
     def create(cls, cross_k: Tensor, cross_v: Tensor, src_mask: Tensor, capacity: int = GROW) -> DecoderCache:
@@ -52,7 +59,7 @@ class DecoderCache:
         n_layers, n, heads, s, dim = cross_k.shape
         buf = cross_k.new_zeros(n_layers, n, heads, capacity, dim)
         lengths = torch.zeros(n, dtype=torch.long, device=cross_k.device)
-        return cls(buf, buf.clone(), cross_k, cross_v, src_mask, lengths, n, s, 0, True)
+        return cls(buf, buf.clone(), cross_k, cross_v, src_mask, lengths, n, src_mask.sum(1).tolist(), [0] * n)
 
     # --- live views ----------------------------------------------------------------------------
     @property
@@ -142,6 +149,7 @@ class DecoderCache:
     def advance(self) -> None:
         """Count the position just written (live rows only: padding rows stay where they are)."""
         self.lengths.add_(1)
+        self.steps += 1
         self.max_length += 1
 
     # --- rows join, leave and move, in place ---------------------------------------------------
@@ -156,6 +164,8 @@ class DecoderCache:
         if len(parents) < self.rows:  # rows that left start again at position 0 (padded steps still compute them)
             self.len_buf[len(parents) : self.rows] = 0
         if moved or len(parents) != self.rows:  # beams reordering in their own rows keep lengths and sources
+            self.src_lens = [self.src_lens[i] for i in sources]
+            self.starts = [self.starts[i] for i in sources]
             self.rows = len(parents)
             self._measure()
 
@@ -172,13 +182,14 @@ class DecoderCache:
         self.mask_buf[new] = False
         self.mask_buf[new, :s] = other.src_mask
         self.len_buf[new] = other.lengths
-        self.uniform = (self.uniform or n == 0) and other.uniform and (n == 0 or self.max_length == other.max_length)
-        self.rows, self.src_len = n + m, max(self.src_len, s) if n else s
-        self.max_length = max(self.max_length, other.max_length) if n else other.max_length
+        self.src_lens = self.src_lens + other.src_lens
+        self.starts = self.starts + [self.steps - other.steps + start for start in other.starts]
+        self.rows = n + m
+        self._measure()
 
     def relocate_(self, home: DecoderCache) -> None:
         """Move the live rows into `home`'s buffers (allocated once, large enough) and use those from now on."""
-        home.rows = 0
+        home.rows, home.src_lens, home.starts = 0, [], []
         home.len_buf.zero_()
         home.append_(self)
         self.k_buf, self.v_buf, self.ck_buf, self.cv_buf = home.k_buf, home.v_buf, home.ck_buf, home.cv_buf
@@ -210,28 +221,26 @@ class DecoderCache:
         return True
 
     def _measure(self) -> None:
-        """Recompute the python copies (longest source, longest and uniform length) after rows changed."""
+        """Recompute the longest source, the longest length and whether all are equal, from the python copies."""
         if not self.rows:
             self.src_len, self.max_length, self.uniform = 0, 0, True
             return
-        lengths = self.lengths
-        self.src_len = int(self.mask_buf[: self.rows].sum(1).max())
-        self.max_length = int(lengths.max())
-        self.uniform = int(lengths.min()) == self.max_length
+        first = min(self.starts)
+        self.src_len, self.max_length, self.uniform = max(self.src_lens), self.steps - first, first == max(self.starts)
 
     # --- copying forms -------------------------------------------------------------------------
     def select(self, index: Tensor | Sequence[int]) -> DecoderCache:
         """A new compact cache of rows `index` in that order (drops and reorders rows in one gather)."""
-        index = torch.as_tensor(index, dtype=torch.long, device=self.len_buf.device)
-        rows = lambda buf: buf.index_select(1 if buf.dim() > 2 else 0, index)
-        out = DecoderCache(
+        index = torch.as_tensor(index, dtype=torch.long).tolist()
+        at = torch.tensor(index, dtype=torch.long, device=self.len_buf.device)
+        rows = lambda buf: buf.index_select(1 if buf.dim() > 2 else 0, at)
+        return DecoderCache(
             *(rows(b) for b in (self.k_buf, self.v_buf, self.ck_buf, self.cv_buf, self.mask_buf, self.len_buf)),
             rows=len(index),
-            src_len=self.src_len,
-            max_length=self.max_length,
+            src_lens=[self.src_lens[i] for i in index],
+            starts=[self.starts[i] for i in index],
+            steps=self.steps,
         )
-        out._measure()
-        return out
 
     def filter(self, keep: Sequence[int]) -> DecoderCache:
         """A new cache of only rows `keep`."""

@@ -58,7 +58,7 @@ class StaticDecoder:
             empty(self.positions), empty(self.positions), empty(self.source), empty(self.source),
             torch.zeros(max_rows, self.source, dtype=torch.bool, device=weight.device),
             torch.zeros(max_rows, dtype=torch.long, device=weight.device),
-            rows=0, src_len=0, max_length=0, uniform=True,
+            rows=0, src_lens=[], starts=[],
         )  # fmt: skip
         self.tokens = torch.zeros(max_rows, dtype=torch.long, device=weight.device)  # (R,) inputs of a step
         self.logits = torch.zeros(max_rows, cfg.tgt_vocab_size, device=weight.device)  # (R, V) float32 outputs

@@ -61,6 +61,8 @@ def test_static_step_equals_dynamic_step(model):
         torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
         assert got.argmax(-1).equal(want.argmax(-1))
         assert padded.lengths.equal(dynamic.lengths) and padded.max_length == dynamic.max_length
+        assert padded.max_length == int(padded.lengths.max())  # the python copies agree with the device
+        assert padded.src_len == int(padded.mask_buf[: padded.rows].sum(1).max())
 
 
 def _continuous(runner, requests: list[Request]) -> dict:
