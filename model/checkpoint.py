@@ -159,20 +159,26 @@ def marian_state(hf_state: dict[str, torch.Tensor], cfg: ModelConfig) -> dict[st
 
 def _load_marian(path: Path) -> tuple[Seq2SeqTransformer, Tokenizer]:
     """Import an OPUS-MT checkpoint in the Hugging Face layout, without `transformers`."""
-    cfg = marian_config(json.loads((path / "config.json").read_text(encoding="utf-8")))
+    hf_config = json.loads((path / "config.json").read_text(encoding="utf-8"))
     if (path / "model.safetensors").exists():
         hf_state = load_file(str(path / "model.safetensors"))
     else:
         hf_state = torch.load(path / "pytorch_model.bin", map_location="cpu", weights_only=True)
     tokenizer = Tokenizer.from_files(path / "source.spm", path / "target.spm", path / "vocab.json")
+    return from_marian(hf_config, hf_state, tokenizer.unk_id), tokenizer
+
+
+def from_marian(hf_config: dict, hf_state: dict[str, torch.Tensor], unk_id: int = 1) -> Seq2SeqTransformer:
+    """Our network with a Hugging Face Marian model's weights (its config.json as a dict and its state dict)."""
     bias = hf_state.get("final_logits_bias")
     if bias is not None and not bias.any():  # OPUS-MT ships zeros: skipping them spares a (N, V) pass per step
         hf_state = {k: v for k, v in hf_state.items() if k != "final_logits_bias"}
     has_bias = "final_logits_bias" in hf_state
-    cfg = ModelConfig.from_dict({**cfg.to_dict(), "unk_id": tokenizer.unk_id, "final_logits_bias": has_bias})
+    cfg = marian_config(hf_config)
+    cfg = ModelConfig.from_dict({**cfg.to_dict(), "unk_id": unk_id, "final_logits_bias": has_bias})
     model = Seq2SeqTransformer(cfg)
     _load_strict(model, marian_state(hf_state, cfg))
-    return model, tokenizer
+    return model
 
 
 def resolve(spec: str | Path) -> Path:
