@@ -79,6 +79,9 @@ class DecodeBatch:
     def _rearrange(self, kept: list[tuple[Group, int, int, list[int]]]) -> tuple[list[Group], list[int]]:
         """Lay out the groups that go on, each (group, old first row, old width, parent of each new row), in the
         first rows of the cache, moving as few as possible; return them in row order with every row's parent."""
+        same = len(kept) == len(self.groups) and all(rows == list(range(s, s + old)) for _, s, old, rows in kept)
+        if same:  # every row stays where it is: nothing moves
+            return [g for g, *_ in kept], list(range(self.rows))
         starts = place([(start, old, g.width) for g, start, old, _ in kept])
         order = sorted(range(len(kept)), key=starts.__getitem__)
         parents, sources = [], []
@@ -103,16 +106,12 @@ class DecodeBatch:
 
     def _rows(self) -> Rows:
         """Every row's parameters and generator, and the beam groups' layout, scores and ranks."""
-        params, generators, groups, cum, ranks, row = [], [], [], [], [], 0
-        for g in self.groups:
-            params += [g.params] * g.width
-            generators += [g.generator] * g.width
-            if g.params.beam_size > 1:
-                groups.append((row, g.width))
-                cum += g.scores
-                ranks += g.ranks
-            row += g.width
-        return Rows(params, generators, groups, cum, ranks)
+        params = [g.request.params for g in self.groups for _ in g.beams]
+        generators = [g.generator for g in self.groups for _ in g.beams]
+        firsts = itertools.accumulate((len(g.beams) for g in self.groups), initial=0)  # one more than groups
+        beams = [(first, g) for first, g in zip(firsts, self.groups, strict=False) if g.request.params.beam_size > 1]
+        cum, ranks = [s for _, g in beams for s in g.scores], [r for _, g in beams for r in g.ranks]
+        return Rows(params, generators, [(first, len(g.beams)) for first, g in beams], cum, ranks)
 
     def _process(self, logits: Tensor, cfg: ModelConfig, rows: Rows) -> tuple[Tensor, Tensor | None]:
         """Logit processing: the scores the choice ranks (log-probabilities for beam rows, logits for the others)
@@ -126,7 +125,7 @@ class DecodeBatch:
         else:
             is_beam = upload([p.beam_size > 1 for p in rows.params], torch.bool, logits.device)
             scores = torch.where(is_beam[:, None], logprobs, logits)
-        steps = [g.steps for g in self.groups for _ in range(g.width)]
+        steps = [g.steps for g in self.groups for _ in g.beams]
         process(scores, cfg, rows.params, steps, lambda: [h for g in self.groups for h in g.histories()])
         return scores, logprobs
 
@@ -135,13 +134,13 @@ class DecodeBatch:
         old first row, old width, parent of each new row)."""
         outputs, kept, row = [], [], 0
         for g in self.groups:
-            width = g.width
+            width = len(g.beams)
             parents = g.advance(choice, row)
-            if g.width == 0:
+            if not g.beams:
                 outputs.append(StepOutput(g.request.id, _last(g, width), g.result()))
             else:
                 kept.append((g, row, width, parents))
-                outputs.append(StepOutput(g.request.id, g.beams[0][-1] if g.params.beam_size == 1 else None))
+                outputs.append(StepOutput(g.request.id, g.beams[0][-1] if g.request.params.beam_size == 1 else None))
             row += width
         return outputs, kept
 

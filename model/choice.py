@@ -54,7 +54,8 @@ def choose(scores: Tensor, logprobs: Tensor | None, rows: Rows) -> Choice:
             parts.append(logprobs.gather(1, tokens[:, None])[:, 0])
     if rows.groups:
         parts += beam_candidates(scores, rows)
-    flat = fetch(torch.cat([p.double().flatten() for p in parts]))  # the step's one copy to the host
+    packed = parts[0] if len(parts) == 1 else torch.cat([p.double().flatten() for p in parts])
+    flat = fetch(packed)  # the step's one copy to the host
     tokens = flat[:n].long().tolist() if single else []
     picked = flat[n : 2 * n].tolist() if single and logprobs is not None else None
     candidates = {}

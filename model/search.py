@@ -77,7 +77,7 @@ class Group:
 
     def advance(self, choice: Choice, first_row: int) -> list[int]:
         """Take this step's choice for the group's rows; return the parent rows (global) of the rows that go on."""
-        if self.params.beam_size == 1:
+        if self.request.params.beam_size == 1:
             picked = None if choice.logprobs is None else choice.logprobs[first_row]
             return self._advance_single(choice.tokens[first_row], picked, first_row)
         return self._advance_beams(choice.candidates[first_row], first_row)
