@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import signal
+import sys
 import threading
 
 import uvicorn
@@ -57,6 +58,13 @@ class DrainingServer(uvicorn.Server):
         super().__init__(config)
         self.service = service
         self.draining = False
+        self.fatal: str | None = None
+        service.on_fatal = self.fail
+
+    def fail(self, reason: str) -> None:
+        """A model could not load: stop serving and exit non-zero (an orchestrator restarts the process)."""
+        self.fatal = reason
+        self.should_exit = True
 
     def handle_exit(self, sig: int, frame) -> None:
         if self.draining or sig != signal.SIGTERM:
@@ -83,7 +91,10 @@ def main(argv: list[str] | None = None) -> None:
         log_level=settings.log_level,
         timeout_graceful_shutdown=5,  # after our own drain (drain_seconds), only stragglers are left
     )
-    DrainingServer(config, app.state.service).run()
+    server = DrainingServer(config, app.state.service)
+    server.run()
+    if server.fatal:
+        sys.exit(f"error: {server.fatal}")  # one line on stderr, exit status 1
 
 
 if __name__ == "__main__":

@@ -44,9 +44,18 @@ class Item:
 class Job:
     """Submits an HTTP request's units to one engine and turns engine events into text."""
 
-    def __init__(self, entry: ModelEntry, layouts: list[Layout], params: DecodeParams, max_input_tokens: int):
+    def __init__(
+        self,
+        entry: ModelEntry,
+        layouts: list[Layout],
+        params: DecodeParams,
+        max_input_tokens: int,
+        prefix: list[int] = (),
+        detected: dict | None = None,
+    ):
         self.entry, self.params = entry, params
         self.tokenizer = entry.checkpoint.tokenizer
+        self.prefix, self.detected = list(prefix), detected  # language tokens before each unit; source "auto"
         self.queue: asyncio.Queue[tuple[int, int, Event]] = asyncio.Queue()
         self.items = [Item(lay, self._units(i, lay, max_input_tokens)) for i, lay in enumerate(layouts)]
         self.streams_tokens = params.beam_size == 1
@@ -55,7 +64,7 @@ class Job:
         """Tokenize every unit and enforce max_input_tokens, naming the text."""
         units = []
         for text in layout.units:
-            ids = self.tokenizer.encode(text)
+            ids = self.prefix + self.tokenizer.encode(text)
             if len(ids) > limit:
                 hint = "" if len(layout.units) > 1 else "; set parameters.split_sentences=true or send shorter texts"
                 raise ApiError(

@@ -8,10 +8,11 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse
+from fastapi_offline import FastAPIOffline
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app import errors
-from app.api import health, info, page, translate
+from app.api import detect, health, info, page, translate
 from app.errors import ApiError, error_body
 from app.service import Service
 from app.settings import Settings
@@ -57,7 +58,8 @@ def create_app(settings: Settings | None = None, service: Service | None = None)
         yield
         service.shutdown()
 
-    app = FastAPI(title="mt-server", summary="Encoder-decoder translation server", lifespan=lifespan)
+    # Swagger UI and ReDoc served from the package (no CDN): /docs works without a network
+    app = FastAPIOffline(title="mt-server", summary="Encoder-decoder translation server", lifespan=lifespan)
     app.state.service = service
 
     def count_failure(kind: str) -> None:
@@ -66,11 +68,12 @@ def create_app(settings: Settings | None = None, service: Service | None = None)
 
     errors.install(app, count_failure)
     app.include_router(translate.router)
+    app.include_router(detect.router)
     app.include_router(health.router)
     app.include_router(info.router)
     app.include_router(page.router)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes, on_error=count_failure)
-    app.openapi = with_schemas(app.openapi, translate.body_schemas())
+    app.openapi = with_schemas(app.openapi, {**translate.body_schemas(), **detect.body_schemas()})
     return app
 
 

@@ -12,12 +12,14 @@ class Parameters(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    beam_size: int = Field(1, ge=1, description="1 = greedy")
+    beam_size: int | None = Field(None, ge=1, description="1 = greedy; default: the model's (num_beams)")
     max_new_tokens: int | None = Field(None, ge=1)
-    min_new_tokens: int = Field(0, ge=0)
-    length_penalty: float = Field(1.0, ge=-10, le=10)
-    repetition_penalty: float = Field(1.0, ge=0.01, le=100, description="bounded: tiny values overflow logits")
-    no_repeat_ngram_size: int = Field(0, ge=0, le=16)
+    min_new_tokens: int | None = Field(None, ge=0)
+    length_penalty: float | None = Field(None, ge=-10, le=10)
+    repetition_penalty: float | None = Field(
+        None, ge=0.01, le=100, description="bounded: tiny values overflow logits"
+    )
+    no_repeat_ngram_size: int | None = Field(None, ge=0, le=16)
     temperature: float | None = Field(None, ge=0.01, le=100, description="bounded: tiny values overflow logits")
     top_k: int | None = Field(None, ge=0)
     top_p: float | None = Field(None, gt=0, le=1)
@@ -63,6 +65,7 @@ class TranslateResponse(BaseModel):
 
     translatedText: str | list[str]  # noqa: N815 (LibreTranslate's field name)
     alternatives: list[str] | list[list[str]] | None = None
+    detectedLanguage: Detection | list[Detection] | None = None  # noqa: N815 (LibreTranslate's field name)
     details: Details | list[Details]
 
 
@@ -71,6 +74,22 @@ class ErrorBody(BaseModel):
 
     error: str
     error_type: str
+
+
+class Detection(BaseModel):
+    """One detected language: LibreTranslate's shape, confidence in percent."""
+
+    language: str
+    confidence: float
+
+
+class DetectRequest(BaseModel):
+    """POST /detect body (JSON or form)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    q: str | list[str] = Field(description="text or list of texts")
+    api_key: str | None = None
 
 
 class Language(BaseModel):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,6 +15,7 @@ import model as model_pkg
 from app.engine.engine import Engine
 from app.engine.scheduler import Limits
 from app.errors import ApiError
+from app.languages import Detector
 from app.metrics import Metrics
 from app.settings import Settings
 from model.checkpoint import Checkpoint, load
@@ -71,7 +73,7 @@ def pick_dtype(setting: str, device: str) -> torch.dtype:
 def decoder(model: Seq2SeqTransformer, s: Settings) -> Seq2SeqTransformer | StaticDecoder:
     """The model as its engine runs it: on CUDA behind static shapes, the decode step captured as CUDA graphs (unless
     cuda_graphs is off: then the same step runs eagerly); elsewhere the model itself."""
-    if model.pe.device.type != "cuda":
+    if model.device.type != "cuda":
         return model
     static = StaticDecoder(model, max(s.max_batch_size, s.max_beam_size), s.max_new_tokens, s.max_input_tokens)
     if s.cuda_graphs:
@@ -92,6 +94,8 @@ class Service:
         self.load_error: str | None = None
         self.inflight = 0
         self.started = time.time()
+        self.detector = Detector()
+        self.on_fatal: Callable[[str], None] = lambda reason: None  # python -m app exits non-zero
 
     def start_loading(self) -> threading.Thread:
         """Load, warm up and start every model in the background; ready turns 200 when done."""
@@ -105,6 +109,7 @@ class Service:
         device = pick_device(s.device)
         dtype = pick_dtype(s.dtype, device)
         try:
+            self.detector.load()
             for spec in s.models or [str(BUILTIN)]:
                 pair, path = parse_spec(spec)
                 ck = load(path, device=device, dtype=dtype, pair=pair)
@@ -118,9 +123,11 @@ class Service:
                 self.models[ck.name] = ModelEntry(ck, engine)
                 log.info("loaded %s from %s on %s/%s", ck.name, ck.path, device, dtype)
             self.loaded = True
-        except Exception as exc:  # reported by /health/ready and /info
-            log.exception("model loading failed")
+        except Exception as exc:  # the process exits (python -m app); in-process, /health reports it
+            log.debug("model loading failed", exc_info=True)
             self.load_error = f"{type(exc).__name__}: {exc}"
+            log.error("model loading failed: %s", self.load_error)
+            self.on_fatal(f"model loading failed: {self.load_error}")
 
     def _warm_up(self, ck: Checkpoint, runner: Seq2SeqTransformer | StaticDecoder) -> None:
         """Run a few translations so first requests do not pay for lazy initialisation."""
@@ -152,20 +159,22 @@ class Service:
         if not ok:
             raise ApiError(503, "not_ready", f"not ready: {reason}", {"Retry-After": "5"})
 
+    def pairs(self) -> list[tuple[str, str]]:
+        """Every (source, target) some loaded model serves."""
+        return sorted({pair for m in self.models.values() for pair in m.checkpoint.languages.pairs()})
+
+    def sources_into(self, target: str) -> list[str]:
+        """Source languages that some model translates into `target`."""
+        return sorted({s for s, t in self.pairs() if t == target})
+
     def route(self, source: str, target: str) -> ModelEntry:
-        """The model for source->target; "auto" works when exactly one model translates into target."""
-        if source == "auto":
-            fits = [m for m in self.models.values() if m.checkpoint.target_lang == target]
-            if len(fits) == 1:
-                return fits[0]
-            sources = sorted(m.checkpoint.source_lang for m in fits)
-            why = f"several sources fit (set source to one of {sources})" if fits else "no model translates into it"
-            raise ApiError(400, "unsupported_language", f"source 'auto' with target '{target}': {why}")
-        entry = self.models.get(f"{source}-{target}")
+        """The model for source->target (400 unsupported_language naming the pairs served)."""
+        entry = next((m for m in self.models.values() if m.checkpoint.languages.serves(source, target)), None)
         if entry is None:
-            pairs = sorted(self.models)
+            pairs = [f"{a}-{b}" for a, b in self.pairs()]
+            served = pairs if len(pairs) <= 20 else f"{len(pairs)} pairs, see GET /languages"
             raise ApiError(
-                400, "unsupported_language", f"no model for source '{source}' -> target '{target}'; served: {pairs}"
+                400, "unsupported_language", f"no model for source '{source}' -> target '{target}'; served: {served}"
             )
         return entry
 

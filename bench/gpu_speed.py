@@ -4,7 +4,7 @@
     python -m bench.gpu_speed --tiny              # anywhere (CPU too): a tiny model, prints only: the benchmark runs
 
 A random `MarianMTModel` of the OPUS-MT shape (d_model 512, 6+6 layers, 8 heads, ffn 2048, vocab 58101, swish) is
-built in memory; ours gets the same weights through `model.checkpoint.from_marian`. Engines, each in float16 and
+built in memory; ours gets the same weights through `model.checkpoint.hf_network`. Engines, each in float16 and
 float32: `ours` (what the server runs on CUDA: `StaticDecoder` with every (rows, span) captured), `ours eager` (the
 model's own step, as before static shapes; CUDA only) and `HF` (`MarianMTModel.generate`). Every engine is forced to
 generate exactly --new-tokens tokens per sentence (checked), greedy and beam 4, at batch 1/32/64/256; engines take
@@ -46,7 +46,8 @@ def build(shape: dict, device: str) -> tuple[torch.nn.Module, torch.nn.Module]:
     """A random Marian model (pad = vocab - 1 = decoder start, EOS 0) and ours with its weights, both float32."""
     from transformers import MarianConfig, MarianMTModel
 
-    from model.checkpoint import from_marian
+    from model.checkpoint import hf_network
+    from model.hf import hf_config
 
     pad = shape["vocab"] - 1
     cfg = MarianConfig(
@@ -60,7 +61,7 @@ def build(shape: dict, device: str) -> tuple[torch.nn.Module, torch.nn.Module]:
     hf = MarianMTModel(cfg).eval()
     with torch.no_grad():  # the decoder starts from the pad row: zero, as in real OPUS-MT
         hf.model.shared.weight[pad].zero_()
-    ours = from_marian(cfg.to_dict(), hf.state_dict()).eval()
+    ours = hf_network(hf_config(cfg.to_dict()), hf.state_dict()).eval()
     return hf.to(device), ours.to(device)
 
 
@@ -107,7 +108,7 @@ def engines(hf: torch.nn.Module, ours: torch.nn.Module, args: argparse.Namespace
     """Every engine of the run by name, ours first."""
     from model.static import StaticDecoder
 
-    out, cuda = {}, ours.pe.device.type == "cuda"
+    out, cuda = {}, ours.device.type == "cuda"
     rows = max(args.batch_sizes) * max(args.beams)
     for name, dtype in DTYPES.items():
         model = ours.to(dtype) if dtype == torch.float32 else _copy(ours, dtype)

@@ -33,7 +33,7 @@ class DecodeBatch:
     @classmethod
     def prefill(cls, model: Seq2SeqTransformer, requests: list[Request]) -> DecodeBatch:
         """Encode new requests and project their cross-attention K/V once: one row each."""
-        cfg, device = model.cfg, model.pe.device
+        cfg, device = model.cfg, model.device
         src, src_mask = pad_batch([r.src for r in requests], cfg.pad_id, device)
         cache = model.start_cache(model.encode(src, src_mask), src_mask)
         groups = [Group(r, cfg.eos_id, cfg.decoder_start_id, _generator(r, device)) for r in requests]

@@ -1,33 +1,58 @@
-"""Checkpoints: the native format (config.json + model.safetensors + SentencePiece) and OPUS-MT/Marian import."""
+"""Checkpoints: the native format (config.json + model.safetensors + SentencePiece) and Hugging Face imports (OPUS-MT,
+NLLB-200/M2M100, mBART-50). `describe` reads what a checkpoint is without its weights; `load` adds the network."""
 
 from __future__ import annotations
 
 import json
 import re
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 import torch
 from safetensors.torch import load_file, save_file
 
 from model.config import ModelConfig
+from model.hf import KINDS, hf_config, hf_state, read_json, read_state
+from model.hf import generation_defaults as hf_defaults
+from model.hf_tokenizer import hf_tokenizer
+from model.languages import Languages, api_codes
+from model.params import GenerationDefaults
 from model.tokenizer import Tokenizer
 from model.transformer import Seq2SeqTransformer
 
 FORMAT = "mt-server/1"
+HUB_FILES = ["*.json", "*.spm", "*.model", "model.safetensors", "pytorch_model.bin"]
 
 
 @dataclass
-class Checkpoint:
-    """A loaded model with its tokenizer and language pair."""
+class Description:
+    """A checkpoint without its weights: what the HTTP side needs (tokenizer, languages, defaults, limits)."""
+
+    path: Path
+    name: str
+    kind: str  # native | marian | m2m_100 | mbart
+    config: ModelConfig
+    tokenizer: Tokenizer
+    languages: Languages
+    defaults: GenerationDefaults
+
+    @property
+    def source_lang(self) -> str:
+        """The source language ("mul" for several)."""
+        return self.languages.source
+
+    @property
+    def target_lang(self) -> str:
+        """The target language ("mul" for several)."""
+        return self.languages.target
+
+
+@dataclass
+class Checkpoint(Description):
+    """A loaded model with its description."""
 
     model: Seq2SeqTransformer
-    tokenizer: Tokenizer
-    name: str
-    source_lang: str
-    target_lang: str
-    path: Path
 
 
 def _load_strict(model: Seq2SeqTransformer, state: dict[str, torch.Tensor]) -> None:
@@ -67,118 +92,119 @@ def save_native(model: Seq2SeqTransformer, spm_path: Path, out: Path, source_lan
     save_file(_unique_state(model), str(out / "model.safetensors"))
 
 
-def _load_native(path: Path, meta: dict) -> tuple[Seq2SeqTransformer, Tokenizer, str, str]:
-    """Read a native checkpoint."""
-    cfg = ModelConfig.from_dict(meta["architecture"])
-    model = Seq2SeqTransformer(cfg)
+def _native_state(model: Seq2SeqTransformer, path: Path) -> dict[str, torch.Tensor]:
+    """A native checkpoint's tensors, with the tied aliases that were saved once restored."""
     state = load_file(str(path / "model.safetensors"))
     full = model.state_dict()
-    for name, tensor in full.items():  # restore tied aliases saved once
+    for name, tensor in full.items():
         if name not in state:
             twin = next((n for n, t in full.items() if n in state and t.data_ptr() == tensor.data_ptr()), None)
             if twin is not None:
                 state[name] = state[twin]
-    _load_strict(model, state)
+    return state
+
+
+def _describe_native(path: Path, meta: dict) -> Description:
+    """A native checkpoint: its own pair, greedy defaults."""
+    cfg = ModelConfig.from_dict(meta["architecture"])
     tok = meta["tokenizer"]
     src, tgt = path / tok["source"], path / tok["target"]
     tokenizer = Tokenizer.from_files(
         src, tgt if tgt != src else None, eos_id=cfg.eos_id, pad_id=cfg.pad_id, unk_id=cfg.unk_id
     )
-    return model, tokenizer, meta["source_lang"], meta["target_lang"]
+    languages = Languages((meta["source_lang"],), (meta["target_lang"],))
+    return Description(path, meta["name"], "native", cfg, tokenizer, languages, GenerationDefaults())
 
 
-def marian_config(hf: dict) -> ModelConfig:
-    """Our architecture from a Hugging Face Marian config.json."""
-    for a, b in [("encoder_attention_heads", "decoder_attention_heads"), ("encoder_ffn_dim", "decoder_ffn_dim")]:
-        if hf.get(a) != hf.get(b, hf.get(a)):
-            raise ValueError(f"unsupported Marian config: {a}={hf.get(a)} differs from {b}={hf.get(b)}")
-    vocab = hf["vocab_size"]
-    shared = hf.get("share_encoder_decoder_embeddings", True)
-    return ModelConfig(
-        src_vocab_size=vocab,
-        tgt_vocab_size=vocab if shared else (hf.get("decoder_vocab_size") or vocab),
-        d_model=hf["d_model"],
-        n_heads=hf["encoder_attention_heads"],
-        encoder_layers=hf["encoder_layers"],
-        decoder_layers=hf["decoder_layers"],
-        d_ff=hf["encoder_ffn_dim"],
-        activation={"silu": "swish"}.get(
-            hf.get("activation_function", "swish"), hf.get("activation_function", "swish")
-        ),
-        pre_norm=bool(hf.get("normalize_before", False)),
-        scale_embedding=bool(hf.get("scale_embedding", True)),
-        share_embeddings=shared,
-        tie_output=bool(hf.get("tie_word_embeddings", True)),
-        final_logits_bias=True,
-        max_positions=hf.get("max_position_embeddings", 512),
-        pe_layout="halves",
-        dropout=0.0,
-        pad_id=hf["pad_token_id"],
-        eos_id=hf["eos_token_id"],
-        unk_id=1,
-        decoder_start_id=hf.get("decoder_start_token_id", hf["pad_token_id"]),
-    )
+def _pair_from_name(label: str) -> tuple[str, str]:
+    """Language pair from an OPUS-MT style name (opus-mt-en-es, opus-mt-en-ROMANCE)."""
+    match = re.search(r"([A-Za-z]{2,})-([A-Za-z]{2,})$", label)
+    return (match.group(1), match.group(2)) if match else ("und", "und")
 
 
-_MARIAN_RENAMES = [
-    (r"^model\.shared\.weight$", "tgt_embed.weight"),
-    (r"^model\.decoder\.embed_tokens\.weight$", "tgt_embed.weight"),
-    (r"^model\.encoder\.embed_tokens\.weight$", "src_embed.weight"),
-    (r"^model\.(encoder|decoder)\.layers\.(\d+)\.", r"\1.\2."),
-    (r"\.encoder_attn\.", ".cross_attn."),
-    (r"\.self_attn_layer_norm\.", ".SELF_NORM."),
-    (r"\.encoder_attn_layer_norm\.", ".cross_block.norm."),
-    (r"\.final_layer_norm\.", ".ffn_block.norm."),
-    (r"\.fc([12])\.", r".ffn.fc\1."),
-    (r"^lm_head\.weight$", "out_proj.weight"),
-    (r"^final_logits_bias$", "final_logits_bias"),
-]
-
-
-def marian_state(hf_state: dict[str, torch.Tensor], cfg: ModelConfig) -> dict[str, torch.Tensor]:
-    """Rename Hugging Face Marian tensors to ours (positions are computed, not loaded)."""
-    state = {}
-    for name, tensor in hf_state.items():
-        if "embed_positions" in name:
-            continue
-        if not name.startswith(("model.", "lm_head", "final_logits_bias")):
-            name = "model." + name
-        new = name
-        for pattern, repl in _MARIAN_RENAMES:
-            new = re.sub(pattern, repl, new)
-        block = "attn_block" if new.startswith("encoder.") else "self_block"
-        state[new.replace(".SELF_NORM.", f".{block}.norm.")] = tensor
-    if "final_logits_bias" in state:
-        state["final_logits_bias"] = state["final_logits_bias"].reshape(-1)
-    if cfg.share_embeddings:
-        state.setdefault("src_embed.weight", state["tgt_embed.weight"])
-    if cfg.tie_output:
-        state["out_proj.weight"] = state["tgt_embed.weight"]
-    return state
-
-
-def _load_marian(path: Path) -> tuple[Seq2SeqTransformer, Tokenizer]:
-    """Import an OPUS-MT checkpoint in the Hugging Face layout, without `transformers`."""
-    hf_config = json.loads((path / "config.json").read_text(encoding="utf-8"))
-    if (path / "model.safetensors").exists():
-        hf_state = load_file(str(path / "model.safetensors"))
+def _describe_hf(path: Path, label: str, meta: dict) -> Description:
+    """A Hugging Face checkpoint: OPUS-MT serves its pair (every `>>xx<<` target when it has them), NLLB/M2M100 and
+    mBART-50 every pair of the language tokens they know."""
+    kind = meta["model_type"]
+    cfg = hf_config(meta)
+    tokenizer, tokens = hf_tokenizer(path, kind)
+    cfg = ModelConfig.from_dict({**cfg.to_dict(), "unk_id": tokenizer.unk_id})
+    ids = {code: tokens[token] for code, token in api_codes(tokens).items()}
+    if kind == "marian":
+        src, tgt = _pair_from_name(label)
+        languages = Languages((src,), tuple(ids) or (tgt,), ids)
+        name = label if ids else f"{src}-{tgt}"
     else:
-        hf_state = torch.load(path / "pytorch_model.bin", map_location="cpu", weights_only=True)
-    tokenizer = Tokenizer.from_files(path / "source.spm", path / "target.spm", path / "vocab.json")
-    return from_marian(hf_config, hf_state, tokenizer.unk_id), tokenizer
+        languages, name = Languages(tuple(ids), tuple(ids), ids, forced=True), label
+    return Description(path, name, kind, cfg, tokenizer, languages, hf_defaults(path, cfg))
 
 
-def from_marian(hf_config: dict, hf_state: dict[str, torch.Tensor], unk_id: int = 1) -> Seq2SeqTransformer:
-    """Our network with a Hugging Face Marian model's weights (its config.json as a dict and its state dict)."""
-    bias = hf_state.get("final_logits_bias")
+def _pick(known: tuple[str, ...], wanted: str, side: str) -> tuple[str, ...]:
+    """The languages of one side that a SRC-TGT spec keeps ("mul" keeps all; a one-language side is renamed)."""
+    if wanted in known or len(known) > 1 and wanted == "mul":
+        return (wanted,) if wanted in known else known
+    if len(known) == 1:
+        return (wanted,)
+    raise ValueError(f"model spec asks for {side} {wanted!r}; the checkpoint knows {sorted(known)}")
+
+
+def _with_pair(desc: Description, pair: tuple[str, str]) -> Description:
+    """The description restricted (or, for a one-pair checkpoint, renamed) to the SRC-TGT of a model spec."""
+    langs = desc.languages
+    sources, targets = _pick(langs.sources, pair[0], "source"), _pick(langs.targets, pair[1], "target")
+    tokens = dict(langs.tokens)
+    for old, new in ((langs.sources, sources), (langs.targets, targets)):
+        if len(old) == 1 and old != new and old[0] in tokens:
+            tokens[new[0]] = tokens.pop(old[0])
+    desc.languages = Languages(sources, targets, tokens, langs.forced)
+    desc.name = f"{pair[0]}-{pair[1]}"
+    return desc
+
+
+def describe(spec: str | Path, pair: tuple[str, str] | None = None) -> Description:
+    """What a checkpoint is (architecture, tokenizer, languages, generation defaults), without loading its weights."""
+    path = resolve(spec)
+    meta = read_json(path / "config.json")
+    if meta.get("format") == FORMAT:
+        desc = _describe_native(path, meta)
+    elif meta.get("model_type") in KINDS:
+        desc = _describe_hf(path, Path(str(spec)).name, meta)
+    else:
+        raise ValueError(
+            f"{path}/config.json: model_type {meta.get('model_type')!r} is not served; expected a native "
+            f"({FORMAT}) checkpoint or one of {list(KINDS)} (OPUS-MT, NLLB-200/M2M100, mBART-50)"
+        )
+    return _with_pair(desc, pair) if pair else desc
+
+
+def _network(desc: Description) -> Seq2SeqTransformer:
+    """Build the network and read its weights."""
+    if desc.kind == "native":
+        model = Seq2SeqTransformer(desc.config)
+        _load_strict(model, _native_state(model, desc.path))
+        return model
+    return hf_network(desc.config, read_state(desc.path))
+
+
+def hf_network(cfg: ModelConfig, state: dict[str, torch.Tensor]) -> Seq2SeqTransformer:
+    """Our network with a Hugging Face model's tensors (`cfg`: its config as ours, from `hf_config`)."""
+    bias = state.get("final_logits_bias")
     if bias is not None and not bias.any():  # OPUS-MT ships zeros: skipping them spares a (N, V) pass per step
-        hf_state = {k: v for k, v in hf_state.items() if k != "final_logits_bias"}
-    has_bias = "final_logits_bias" in hf_state
-    cfg = marian_config(hf_config)
-    cfg = ModelConfig.from_dict({**cfg.to_dict(), "unk_id": unk_id, "final_logits_bias": has_bias})
+        state = {k: v for k, v in state.items() if k != "final_logits_bias"}
+    cfg = ModelConfig.from_dict({**cfg.to_dict(), "final_logits_bias": "final_logits_bias" in state})
     model = Seq2SeqTransformer(cfg)
-    _load_strict(model, marian_state(hf_state, cfg))
+    _load_strict(model, hf_state(state, cfg))
     return model
+
+
+def load(
+    spec: str | Path, device: str = "cpu", dtype: torch.dtype = torch.float32, pair: tuple[str, str] | None = None
+) -> Checkpoint:
+    """Load a native or Hugging Face checkpoint onto `device` in eval mode."""
+    desc = describe(spec, pair)
+    model = _network(desc).to(device=device, dtype=dtype).eval()
+    parts = {f.name: getattr(desc, f.name) for f in fields(Description)}
+    return Checkpoint(**{**parts, "config": model.cfg}, model=model)
 
 
 def resolve(spec: str | Path) -> Path:
@@ -192,29 +218,4 @@ def resolve(spec: str | Path) -> Path:
         from huggingface_hub import snapshot_download
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise FileNotFoundError(f"{spec} is not a directory and huggingface_hub is not installed") from exc
-    patterns = ["config.json", "*.spm", "vocab.json", "model.safetensors", "pytorch_model.bin", "spm.model"]
-    return Path(snapshot_download(str(spec), allow_patterns=patterns))
-
-
-def _pair_from_name(path: Path) -> tuple[str, str]:
-    """Language pair from an OPUS-MT style directory name (opus-mt-en-es)."""
-    match = re.search(r"([a-z]{2,3})-([a-z]{2,3})$", path.name)
-    return (match.group(1), match.group(2)) if match else ("und", "und")
-
-
-def load(
-    spec: str | Path, device: str = "cpu", dtype: torch.dtype = torch.float32, pair: tuple[str, str] | None = None
-) -> Checkpoint:
-    """Load a native or Marian checkpoint onto `device` in eval mode."""
-    path = resolve(spec)
-    meta = json.loads((path / "config.json").read_text(encoding="utf-8"))
-    if meta.get("format") == FORMAT:
-        model, tokenizer, src, tgt = _load_native(path, meta)
-    elif meta.get("model_type") == "marian":
-        model, tokenizer = _load_marian(path)
-        src, tgt = _pair_from_name(path)
-    else:
-        raise ValueError(f"{path}/config.json is neither a native ({FORMAT}) nor a Marian checkpoint")
-    src, tgt = pair or (src, tgt)
-    model = model.to(device=device, dtype=dtype).eval()
-    return Checkpoint(model, tokenizer, f"{src}-{tgt}", src, tgt, path)
+    return Path(snapshot_download(str(spec), allow_patterns=HUB_FILES))

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 ACTIVATIONS = ("relu", "gelu", "swish")
-PE_LAYOUTS = ("interleaved", "halves")
+PE_LAYOUTS = ("interleaved", "halves", "fairseq", "learned")
 
 
 @dataclass(frozen=True)
@@ -28,7 +28,9 @@ class ModelConfig:
     tie_output: bool = True
     final_logits_bias: bool = False
     max_positions: int = 1024
-    pe_layout: str = "interleaved"
+    pe_layout: str = "interleaved"  # sinusoidal (interleaved, halves, fairseq) or learned tables
+    pe_offset: int = 0  # the sinusoidal table starts at this position (fairseq: pad_id + 1)
+    embed_norm: bool = False  # LayerNorm after embedding + position (mBART's layernorm_embedding)
     dropout: float = 0.1
     layer_norm_eps: float = 1e-5
     pad_id: int = 0

@@ -12,12 +12,17 @@ from torch import Tensor, nn
 ACT = {"relu": nn.ReLU, "gelu": nn.GELU, "swish": nn.SiLU}
 
 
-def sinusoidal_table(n_positions: int, dim: int, layout: str = "interleaved") -> Tensor:
-    """PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(...); "halves" puts all sines first."""
-    pos = torch.arange(n_positions, dtype=torch.float64)[:, None]  # (P, 1)
-    freq = torch.pow(10000.0, -torch.arange(0, dim, 2, dtype=torch.float64) / dim)  # (d/2,)
+def sinusoidal_table(n_positions: int, dim: int, layout: str = "interleaved", offset: int = 0) -> Tensor:
+    """PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(...); "halves" puts all sines first; "fairseq"
+    (M2M100/NLLB) too, with frequencies 10000^(-i/(d/2-1)). Rows start at position `offset` (fairseq: pad + 1)."""
+    pos = torch.arange(offset, offset + n_positions, dtype=torch.float64)[:, None]  # (P, 1)
+    if layout == "fairseq":
+        half = dim // 2
+        freq = torch.exp(torch.arange(half, dtype=torch.float64) * -(math.log(10000.0) / (half - 1)))  # (d/2,)
+    else:
+        freq = torch.pow(10000.0, -torch.arange(0, dim, 2, dtype=torch.float64) / dim)  # (d/2,)
     angles = pos * freq  # (P, d/2)
-    if layout == "halves":
+    if layout in ("halves", "fairseq"):
         table = torch.cat([angles.sin(), angles.cos()], dim=1)
     else:
         table = torch.stack([angles.sin(), angles.cos()], dim=2).reshape(n_positions, -1)

@@ -22,6 +22,10 @@ class DecodeParams:
     top_p: float = 1.0
     seed: int | None = None
     return_scores: bool = True  # greedy/sampling: sum log-probabilities (a log-softmax per step); beams always do
+    early_stopping: bool = False  # beams: stop once beam_size hypotheses finished (transformers' early_stopping=True)
+    forced_bos_id: int | None = None  # the first generated token (NLLB/M2M100: the target-language token)
+    forced_eos: bool = False  # EOS is the last token at the length limit (transformers' forced_eos_token_id)
+    bad_words_ids: tuple[tuple[int, ...], ...] = ()  # token sequences never generated (their last token is banned)
 
     def __post_init__(self) -> None:
         checks = [
@@ -35,6 +39,7 @@ class DecodeParams:
             (self.top_k >= 0, "top_k must be >= 0"),
             (0 < self.top_p <= 1, "top_p must be in (0, 1]"),
             (not (self.sampling and self.beam_size > 1), "sampling works with beam_size 1"),
+            (all(self.bad_words_ids), "bad_words_ids must not hold an empty sequence"),
         ]
         for ok, message in checks:
             if not ok:
@@ -45,7 +50,30 @@ class DecodeParams:
         """Needs per-step log-probabilities: beam search always, greedy and sampling when asked for scores."""
         return self.beam_size > 1 or self.return_scores
 
+    def forced_token(self, steps: int, eos_id: int) -> int | None:
+        """The token the next step must take after `steps` generated ones: forced BOS first, EOS at the limit."""
+        if steps == 0 and self.forced_bos_id is not None:
+            return self.forced_bos_id
+        if self.forced_eos and steps == self.max_new_tokens - 1:
+            return eos_id
+        return None
+
     @property
     def width(self) -> int:
         """Rows this request occupies in a decode batch."""
         return self.beam_size
+
+
+@dataclass(frozen=True)
+class GenerationDefaults:
+    """A checkpoint's own decoding defaults (generation_config.json): a request's parameters override them."""
+
+    beam_size: int = 1
+    max_new_tokens: int | None = None
+    min_new_tokens: int = 0
+    length_penalty: float = 1.0
+    repetition_penalty: float = 1.0
+    no_repeat_ngram_size: int = 0
+    early_stopping: bool = False
+    forced_eos: bool = False
+    bad_words_ids: tuple[tuple[int, ...], ...] = ()

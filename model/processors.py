@@ -24,12 +24,15 @@ def process(
     """Every processor, in place, each row with its own parameters and the tokens it generated so far (`steps`);
     `histories` gives the rows' decoder inputs, computed only when a processor reads them."""
     scores[:, cfg.pad_id] = NEG_INF  # padding and the decoder start are never generated
-    scores[:, cfg.decoder_start_id] = NEG_INF
+    if cfg.decoder_start_id != cfg.eos_id:  # NLLB/M2M100 start from EOS
+        scores[:, cfg.decoder_start_id] = NEG_INF
     early = [s < p.min_new_tokens for s, p in zip(steps, params, strict=True)]
     if any(early):
         suppress(scores, cfg.eos_id, upload(early, torch.bool, scores.device))
-    if any(p.repetition_penalty != 1.0 or p.no_repeat_ngram_size for p in params):
+    if any(needs_penalties(p) for p in params):
         apply_penalties(scores, histories(), params)
+    if any(p.forced_bos_id is not None or p.forced_eos for p in params):
+        force(scores, [p.forced_token(s, cfg.eos_id) for s, p in zip(steps, params, strict=True)])
     return scores
 
 
@@ -41,8 +44,18 @@ def banned_ngram_tokens(history: list[int], n: int) -> list[int]:
     return [history[i + n - 1] for i in range(len(history) - n + 1) if tuple(history[i : i + n - 1]) == prefix]
 
 
+def banned_words(history: list[int], bad_words: tuple[tuple[int, ...], ...]) -> list[int]:
+    """Last tokens of the bad word sequences whose other tokens end `history` (a one-token word: always)."""
+    return [w[-1] for w in bad_words if len(w) == 1 or tuple(history[-len(w) + 1 :]) == w[:-1]]
+
+
+def needs_penalties(p: DecodeParams) -> bool:
+    """Whether a row's parameters ask for history-dependent processing."""
+    return p.repetition_penalty != 1.0 or p.no_repeat_ngram_size > 0 or bool(p.bad_words_ids)
+
+
 def apply_penalties(scores: Tensor, histories: list[list[int]], params: list[DecodeParams]) -> Tensor:
-    """Repetition penalty and no-repeat n-grams, row by row, only where asked for (in place)."""
+    """Repetition penalty, no-repeat n-grams and bad words, row by row, only where asked for (in place)."""
     for row, (history, p) in enumerate(zip(histories, params, strict=True)):
         if p.repetition_penalty != 1.0 and history:
             ids = upload(sorted(set(history)), torch.long, scores.device)
@@ -52,6 +65,19 @@ def apply_penalties(scores: Tensor, histories: list[list[int]], params: list[Dec
             banned = banned_ngram_tokens(history, p.no_repeat_ngram_size)
             if banned:
                 scores[row, upload(banned, torch.long, scores.device)] = NEG_INF
+        if p.bad_words_ids and (banned := banned_words(history, p.bad_words_ids)):
+            scores[row, upload(banned, torch.long, scores.device)] = NEG_INF
+    return scores
+
+
+def force(scores: Tensor, tokens: list[int | None]) -> Tensor:
+    """Rows with a forced token (not None) can take only that one: it scores 0, every other token -inf (in place),
+    as transformers' ForcedBOS/ForcedEOS processors do."""
+    rows = [r for r, t in enumerate(tokens) if t is not None]
+    if rows:
+        index, forced = upload([rows, [tokens[r] for r in rows]], torch.long, scores.device)
+        scores.index_fill_(0, index, NEG_INF)
+        scores[index, forced] = 0.0
     return scores
 
 

@@ -97,7 +97,8 @@ class Group:
     def _hypothesis(self, prefix: list[int], token: int, score: float, length: int) -> Hypothesis:
         """A finished output ending in `token` (EOS is not kept), scored as transformers scores it:
         score / length ** length_penalty."""
-        reason = "eos" if token == self.eos_id else "length"
+        at_limit = self.params.forced_eos and length >= self.params.max_new_tokens  # EOS forced by the limit
+        reason = "eos" if token == self.eos_id and not at_limit else "length"
         tokens = prefix if token == self.eos_id else prefix + [token]
         normalised = score / (length**self.params.length_penalty) if self.params.scored else None
         return Hypothesis(tokens, normalised, reason)
@@ -124,7 +125,7 @@ class Group:
             self.ranks[slot] = rank
         if len(self.finished) == p.beam_size and chosen:
             best_possible = chosen[0][0] / (self.steps**p.length_penalty)
-            self.can_improve = best_possible > self.finished[-1].score
+            self.can_improve = not p.early_stopping and best_possible > self.finished[-1].score
         if not chosen or not self.can_improve:
             self.beams, self.scores, self.ranks = [], [], []
             return []

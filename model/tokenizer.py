@@ -11,7 +11,8 @@ SPIECE_UNDERLINE = "\u2581"
 
 
 class Tokenizer:
-    """Text <-> token ids. With `vocab` (Marian's vocab.json), pieces map to ids through it."""
+    """Text <-> token ids. With `vocab` (Marian's or M2M100's vocab.json, NLLB's tokenizer.json), pieces map to ids
+    through it; `specials` (language tokens, BOS, mask) never appear in decoded text."""
 
     def __init__(
         self,
@@ -21,23 +22,26 @@ class Tokenizer:
         pad_id: int,
         unk_id: int,
         vocab: dict[str, int] | None = None,
+        specials: frozenset[int] = frozenset(),
     ):
         self.source, self.target, self.vocab = source, target, vocab
         self.eos_id, self.pad_id, self.unk_id = eos_id, pad_id, unk_id
-        self.specials = {eos_id, pad_id, unk_id}
+        self.specials = {eos_id, pad_id, unk_id, *specials}
         self.pieces = {i: p for p, i in vocab.items()} if vocab else None
 
     @classmethod
-    def from_files(cls, source: Path, target: Path | None = None, vocab: Path | None = None, **ids: int) -> Tokenizer:
-        """Load SentencePiece model(s) and, for Marian, the shared vocab.json."""
+    def from_files(
+        cls, source: Path, target: Path | None = None, vocab: Path | dict[str, int] | None = None, **kw
+    ) -> Tokenizer:
+        """Load SentencePiece model(s) and, for Hugging Face checkpoints, the vocabulary (a vocab.json or a dict)."""
         src = spm.SentencePieceProcessor(model_file=str(source))
         tgt = spm.SentencePieceProcessor(model_file=str(target)) if target else src
-        mapping = json.loads(Path(vocab).read_text(encoding="utf-8")) if vocab else None
+        mapping = json.loads(Path(vocab).read_text(encoding="utf-8")) if isinstance(vocab, (str, Path)) else vocab
         if mapping is not None:
-            ids.setdefault("eos_id", mapping["</s>"])
-            ids.setdefault("unk_id", mapping["<unk>"])
-            ids.setdefault("pad_id", mapping["<pad>"])
-        return cls(src, tgt, vocab=mapping, **ids)
+            kw.setdefault("eos_id", mapping["</s>"])
+            kw.setdefault("unk_id", mapping["<unk>"])
+            kw.setdefault("pad_id", mapping["<pad>"])
+        return cls(src, tgt, vocab=mapping, **kw)
 
     def encode(self, text: str) -> list[int]:
         """Source ids with EOS appended; a leading `>>xx<<` target-language code stays one token (Marian)."""

@@ -89,7 +89,13 @@ class Seq2SeqTransformer(nn.Module):
         self.cfg = cfg
         self.tgt_embed = nn.Embedding(cfg.tgt_vocab_size, cfg.d_model)
         self.src_embed = self.tgt_embed if cfg.share_embeddings else nn.Embedding(cfg.src_vocab_size, cfg.d_model)
-        self.register_buffer("pe", sinusoidal_table(cfg.max_positions, cfg.d_model, cfg.pe_layout), persistent=False)
+        if cfg.pe_layout == "learned":  # one table each side (mBART)
+            self.src_pos, self.tgt_pos = (nn.Embedding(cfg.max_positions, cfg.d_model) for _ in range(2))
+        else:
+            table = sinusoidal_table(cfg.max_positions, cfg.d_model, cfg.pe_layout, cfg.pe_offset)
+            self.register_buffer("pe", table, persistent=False)
+        norm = lambda: nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps) if cfg.embed_norm else nn.Identity()
+        self.src_embed_norm, self.tgt_embed_norm = norm(), norm()
         self.embed_scale = math.sqrt(cfg.d_model) if cfg.scale_embedding else 1.0
         self.drop = nn.Dropout(cfg.dropout)
         self.encoder = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.encoder_layers))
@@ -117,9 +123,16 @@ class Seq2SeqTransformer(nn.Module):
                 table.weight[self.cfg.pad_id].zero_()
         return self
 
-    def _embed(self, table: nn.Embedding, ids: Tensor, positions: Tensor) -> Tensor:
-        """Scaled token embedding plus sinusoidal position, then dropout."""
-        return self.drop(table(ids) * self.embed_scale + F.embedding(positions, self.pe))
+    @property
+    def device(self) -> torch.device:
+        """Where the weights are."""
+        return self.tgt_embed.weight.device
+
+    def _embed(self, side: str, ids: Tensor, positions: Tensor) -> Tensor:
+        """Scaled token embedding plus position ("src" or "tgt" side), optional norm, then dropout."""
+        table, norm = (self.src_embed, self.src_embed_norm) if side == "src" else (self.tgt_embed, self.tgt_embed_norm)
+        pos_table = getattr(self, f"{side}_pos").weight if self.cfg.pe_layout == "learned" else self.pe
+        return self.drop(norm(table(ids) * self.embed_scale + F.embedding(positions, pos_table)))
 
     def _logits(self, x: Tensor) -> Tensor:
         """Final norm (pre-LN) and projection to the target vocabulary."""
@@ -131,7 +144,7 @@ class Seq2SeqTransformer(nn.Module):
 
     def encode(self, src: Tensor, src_mask: Tensor) -> Tensor:
         """src (B, S) ids, src_mask (B, S) bool -> memory (B, S, d_model)."""
-        x = self._embed(self.src_embed, src, torch.arange(src.shape[1], device=src.device))
+        x = self._embed("src", src, torch.arange(src.shape[1], device=src.device))
         mask = src_mask[:, None, None, :]  # (B, 1, 1, S)
         if self.training or bool(src_mask.all()):
             for layer in self.encoder:
@@ -165,7 +178,7 @@ class Seq2SeqTransformer(nn.Module):
     def step_logits(self, tokens: Tensor, cache: DecoderCache) -> Tensor:
         """The device work of a decode step over the cache's step extent: tokens (n,) -> logits (n, V). It changes no
         host state (the cache advances after it), so a CUDA graph can capture it."""
-        x = self._embed(self.tgt_embed, tokens, cache.positions())[:, None]  # (n, 1, d_model)
+        x = self._embed("tgt", tokens, cache.positions())[:, None]  # (n, 1, d_model)
         visible = cache.self_mask()  # (n, 1, 1, t) bool, or None when every row sees every position
         self_bias = None if visible is None else additive_mask(visible, x.dtype)
         src_bias = additive_mask(cache.source_mask(), x.dtype)[:, None, None, :]  # (n, 1, 1, S)
@@ -176,7 +189,7 @@ class Seq2SeqTransformer(nn.Module):
     def decode(self, tgt_in: Tensor, memory: Tensor, src_mask: Tensor) -> Tensor:
         """Teacher-forced decoder over the whole prefix: tgt_in (B, T) -> logits (B, T, V)."""
         t = tgt_in.shape[1]
-        x = self._embed(self.tgt_embed, tgt_in, torch.arange(t, device=tgt_in.device))
+        x = self._embed("tgt", tgt_in, torch.arange(t, device=tgt_in.device))
         self_mask = causal_mask(t, tgt_in.device)[None, None]  # (1, 1, T, T)
         smask = src_mask[:, None, None, :]
         for layer in self.decoder:

@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
 from importlib.metadata import PackageNotFoundError, version
 
 from fastapi import APIRouter, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from app.api.translate import ServiceDep
+from app.languages import listing
 from app.schemas import Language
 
 router = APIRouter()
-
-NAMES = {"en": "English", "es": "Spanish", "fr": "French", "de": "German", "it": "Italian", "pt": "Portuguese"}
-
 
 def _version() -> str:
     """The installed package version."""
@@ -25,11 +24,8 @@ def _version() -> str:
 
 @router.get("/languages", response_model=list[Language])
 async def languages(service: ServiceDep) -> list[dict]:
-    """Source languages with the targets each can be translated into."""
-    targets: dict[str, set[str]] = {}
-    for entry in service.models.values():
-        targets.setdefault(entry.checkpoint.source_lang, set()).add(entry.checkpoint.target_lang)
-    return [{"code": c, "name": NAMES.get(c, c), "targets": sorted(t)} for c, t in sorted(targets.items())]
+    """Source languages with the targets each can be translated into (ISO 639-1 codes where one exists)."""
+    return listing(service.pairs())
 
 
 @router.get("/info")
@@ -44,8 +40,11 @@ async def info(service: ServiceDep) -> dict:
         models.append(
             {
                 "name": ck.name,
+                "kind": ck.kind,
                 "source": ck.source_lang,
                 "target": ck.target_lang,
+                "languages": {"sources": list(ck.languages.sources), "targets": list(ck.languages.targets)},
+                "generation": dataclasses.asdict(ck.defaults),
                 "path": str(ck.path),
                 "parameters": sum(t.numel() for t in m.parameters()),
                 "dtype": str(p.dtype).removeprefix("torch."),

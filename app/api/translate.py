@@ -14,11 +14,13 @@ from starlette.types import Receive, Scope, Send
 
 from app.engine.request import Event
 from app.errors import ApiError, describe_validation, error_body
-from app.job import Job
-from app.schemas import ErrorBody, Parameters, TranslateRequest, TranslateResponse
+from app.job import Item, Job
+from app.languages import detect_source
+from app.schemas import ErrorBody, TranslateRequest, TranslateResponse
 from app.service import Service
 from app.settings import Settings
 from app.text import html_layout, plain_layout
+from model.checkpoint import Description
 from model.params import DecodeParams
 
 router = APIRouter()
@@ -41,13 +43,16 @@ def body_schemas() -> dict[str, dict]:
     return {**schema.pop("$defs", {}), "TranslateRequest": schema}
 
 
-ERRORS = {code: {"model": ErrorBody} for code in (400, 403, 413, 422, 500, 503)}
+ERRORS = {code: {"model": ErrorBody} for code in (400, 403, 413, 415, 422, 500, 503)}
 
 
-async def read_body(request: Request) -> TranslateRequest:
-    """Parse a JSON or form body into a TranslateRequest (422 naming the field on error)."""
+FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
+
+
+async def read_fields(request: Request) -> dict:
+    """A JSON or form body as a dict (form: `q` may repeat, `parameters` is JSON); 415 for other content types."""
     ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    if ctype in ("application/x-www-form-urlencoded", "multipart/form-data"):
+    if ctype in FORM_TYPES:
         form = await request.form()
         data: dict = {k: v for k, v in form.items() if k != "q"}
         qs = form.getlist("q")
@@ -55,10 +60,19 @@ async def read_body(request: Request) -> TranslateRequest:
             data["q"] = qs[0] if len(qs) == 1 else qs
         if isinstance(data.get("parameters"), str):
             data["parameters"] = _json(data["parameters"], "parameters")
-    else:
+    elif ctype in ("", "application/json") or ctype.endswith("+json"):
         data = _json(await request.body(), "body")
+    else:
+        accepted = ", ".join(["application/json", *FORM_TYPES])
+        raise ApiError(415, "unsupported_media_type", f"content-type: {ctype} is not accepted; send {accepted}")
     if not isinstance(data, dict):
         raise ApiError(422, "validation", "body: expected a JSON object")
+    return data
+
+
+async def read_body(request: Request) -> TranslateRequest:
+    """Parse a JSON or form body into a TranslateRequest (422 naming the field on error)."""
+    data = await read_fields(request)
     if "text/event-stream" in request.headers.get("accept", "") and "stream" not in data:
         data["stream"] = True
     try:
@@ -75,50 +89,59 @@ def _json(raw: bytes | str, field: str):
         raise ApiError(422, "validation", f"{field}: invalid JSON ({exc})") from None
 
 
-def decode_params(body: TranslateRequest, settings: Settings, max_positions: int) -> DecodeParams:
-    """DecodeParams from the body, enforcing the server's limits (422 naming field and limit)."""
-    p: Parameters = body.parameters
+def _given(value, default):
+    """The request's value when it set one, else the model's default."""
+    return default if value is None else value
+
+
+def decode_params(body: TranslateRequest, settings: Settings, desc: Description, target: str) -> DecodeParams:
+    """DecodeParams from the body over the checkpoint's defaults, enforcing the server's limits (422 naming field and
+    limit)."""
+    p, d = body.parameters, desc.defaults
     n = body.alternatives + 1
-    beam = max(p.beam_size, n)
+    default_beam = 1 if p.sampling else min(d.beam_size, settings.max_beam_size)  # sampling: no beam default
+    beam = max(_given(p.beam_size, default_beam), n)
     if beam > settings.max_beam_size:
-        field = "parameters.beam_size" if p.beam_size >= n else "alternatives"
+        field = "parameters.beam_size" if (p.beam_size or 0) >= n else "alternatives"
         raise ApiError(422, "validation", f"{field}: needs {beam} beams, over max_beam_size={settings.max_beam_size}")
     if p.sampling and beam > 1:
         raise ApiError(
             422, "validation", "parameters: sampling (temperature/top_k/top_p) needs beam_size=1 and alternatives=0"
         )
-    limit = min(settings.max_new_tokens, max_positions - 1)
-    max_new = p.max_new_tokens or min(settings.default_max_new_tokens, limit)
+    limit = min(settings.max_new_tokens, desc.config.max_positions - 1)
+    max_new = p.max_new_tokens or min(d.max_new_tokens or settings.default_max_new_tokens, limit)
     if max_new > limit:
         raise ApiError(422, "validation", f"parameters.max_new_tokens: {max_new} exceeds the limit of {limit}")
-    if p.min_new_tokens > max_new:
-        raise ApiError(
-            422, "validation", f"parameters.min_new_tokens: {p.min_new_tokens} exceeds max_new_tokens={max_new}"
-        )
+    min_new = _given(p.min_new_tokens, min(d.min_new_tokens, max_new))
+    if min_new > max_new:
+        raise ApiError(422, "validation", f"parameters.min_new_tokens: {min_new} exceeds max_new_tokens={max_new}")
     return DecodeParams(
         beam_size=beam,
-        num_hypotheses=n,
+        num_hypotheses=beam if n > 1 else 1,  # every beam: alternatives are picked distinct from these
         max_new_tokens=max_new,
-        min_new_tokens=p.min_new_tokens,
-        length_penalty=p.length_penalty,
-        repetition_penalty=p.repetition_penalty,
-        no_repeat_ngram_size=p.no_repeat_ngram_size,
+        min_new_tokens=min_new,
+        length_penalty=_given(p.length_penalty, d.length_penalty),
+        repetition_penalty=_given(p.repetition_penalty, d.repetition_penalty),
+        no_repeat_ngram_size=_given(p.no_repeat_ngram_size, d.no_repeat_ngram_size),
         sampling=p.sampling,
         temperature=p.temperature or 1.0,
         top_k=p.top_k or 0,
         top_p=p.top_p or 1.0,
         seed=p.seed,
         return_scores=p.return_scores,
+        early_stopping=d.early_stopping,
+        forced_bos_id=desc.languages.forced_bos(target),
+        forced_eos=d.forced_eos,
+        bad_words_ids=d.bad_words_ids,
     )
 
 
 def build_job(body: TranslateRequest, service: Service) -> Job:
-    """Check access, readiness, language pair and limits; cut texts into units."""
+    """Check access, readiness, language pair and limits; cut texts into units; detect the source for "auto"."""
     s = service.settings
     if s.api_keys and body.api_key not in s.api_keys:
         raise ApiError(403, "forbidden", "api_key: missing or invalid API key")
     service.require_ready()
-    entry = service.route(body.source, body.target)
     texts = [body.q] if isinstance(body.q, str) else body.q
     if not texts:
         raise ApiError(422, "validation", "q: must not be empty")
@@ -127,10 +150,26 @@ def build_job(body: TranslateRequest, service: Service) -> Job:
     for i, text in enumerate(texts):
         if not text.strip():
             raise ApiError(422, "validation", f"q[{i}]: must not be empty")
-    split = body.parameters.split_sentences
     cut = html_layout if body.format == "html" else plain_layout
-    params = decode_params(body, s, entry.checkpoint.model.cfg.max_positions)
-    return Job(entry, [cut(t, split) for t in texts], params, s.max_input_tokens)
+    layouts = [cut(t, body.parameters.split_sentences) for t in texts]
+    detected = detect_source(service, layouts, body.target) if body.source == "auto" else None
+    source = detected["language"] if detected else body.source
+    entry = service.route(source, body.target)
+    ck = entry.checkpoint
+    params = decode_params(body, s, ck, body.target)
+    prefix = ck.languages.prefix(source, body.target)
+    return Job(entry, layouts, params, s.max_input_tokens, prefix=prefix, detected=detected)
+
+
+def alternatives(job: Job, item: Item, n: int) -> list[str]:
+    """Up to n texts from the item's n-best list, distinct from the translation and from each other."""
+    seen, out = {job.texts(item)}, []
+    for rank in range(1, job.params.num_hypotheses):
+        text = job.texts(item, rank)
+        if text not in seen and len(out) < n:
+            seen.add(text)
+            out.append(text)
+    return out
 
 
 def response_body(job: Job, body: TranslateRequest) -> dict:
@@ -138,7 +177,7 @@ def response_body(job: Job, body: TranslateRequest) -> dict:
     texts, alts, details = [], [], []
     for item in job.items:
         texts.append(job.texts(item))
-        alts.append([job.texts(item, k) for k in range(1, body.alternatives + 1)])
+        alts.append(alternatives(job, item, body.alternatives))
         results = [u.result for u in item.units]  # none when the text is all markup
         hyps = [r.hypotheses[0] for r in results]
         reason = "length" if any(h.finish_reason == "length" for h in hyps) else "eos"
@@ -158,6 +197,8 @@ def response_body(job: Job, body: TranslateRequest) -> dict:
     out: dict = {"translatedText": texts[0] if single else texts, "details": details[0] if single else details}
     if body.alternatives:
         out["alternatives"] = alts[0] if single else alts
+    if job.detected is not None:
+        out["detectedLanguage"] = job.detected if single else [job.detected] * len(texts)
     return out
 
 

@@ -50,7 +50,7 @@ def test_strict_loading_names_missing_and_unexpected_tensors(native_dir, tmp_pat
 
 def test_unknown_formats_and_missing_paths_are_clear(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "bert"}))
-    with pytest.raises(ValueError, match="neither a native"):
+    with pytest.raises(ValueError, match="model_type .bert. is not served"):
         load(tmp_path)
     with pytest.raises(FileNotFoundError, match="not found"):
         resolve("./does/not/exist")

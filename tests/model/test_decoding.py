@@ -9,7 +9,7 @@ from model.batch import DecodeBatch, place
 from model.choice import warp
 from model.generate import generate
 from model.params import DecodeParams
-from model.processors import banned_ngram_tokens
+from model.processors import banned_ngram_tokens, banned_words
 from model.search import Request
 from model.transformer import Seq2SeqTransformer
 from tests.fixtures import tiny_config
@@ -167,3 +167,18 @@ def test_place_moves_as_few_rows_as_possible():
     assert place([(0, 4, 4), (8, 1, 4), (9, 1, 1)]) == [0, 4, 8]
     # no gap fits: packed in order
     assert place([(0, 1, 1), (2, 1, 1), (3, 4, 4)]) == [0, 1, 2]
+
+
+def test_bad_words_and_forced_tokens(model):
+    """bad_words_ids: a one-token word never appears, a two-token word never completes; forced_bos_id comes first
+    and forced_eos ends the output at the limit, as transformers' processors do."""
+    assert banned_words([5, 7, 3], ((3, 4), (9,), (7, 4), (2, 3, 8))) == [4, 9]
+    src = _src(4)
+    free = generate(model, [Request(0, src, DecodeParams(max_new_tokens=12))])[0][0].tokens
+    one, pair = free[2], (free[0], free[1])
+    params = DecodeParams(max_new_tokens=12, bad_words_ids=((one,), pair))
+    banned = generate(model, [Request(0, src, params)])[0][0].tokens
+    assert one not in banned and all(tuple(banned[i : i + 2]) != pair for i in range(len(banned) - 1))
+    forced = DecodeParams(beam_size=2, max_new_tokens=5, forced_bos_id=7, forced_eos=True)
+    hyp = generate(model, [Request(0, src, forced)])[0][0]
+    assert hyp.tokens[0] == 7 and len(hyp.tokens) <= 4 and hyp.finish_reason in ("eos", "length")

@@ -58,7 +58,7 @@ def _encoded(model, seed: int, rows: int, length: int):
     g = torch.Generator().manual_seed(seed)
     src = torch.randint(3, 60, (rows, length), generator=g)
     mask = torch.arange(length)[None, :] < torch.tensor([length - 2 * i for i in range(rows)])[:, None]
-    src, mask = src.to(model.pe.device), mask.to(model.pe.device)
+    src, mask = src.to(model.device), mask.to(model.device)
     return model.start_cache(model.encode(src, mask), mask)
 
 
