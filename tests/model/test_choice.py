@@ -8,7 +8,7 @@ from model.batch import DecodeBatch
 from model.choice import Rows, choose, sample
 from model.params import DecodeParams
 from model.search import Request
-from tests.model.test_decoding import MIXED, _src, model  # noqa: F401  (the module's tiny model fixture)
+from tests.model.test_decoding import MIXED, _src
 
 GREEDY, BEAM2, BEAM4 = DecodeParams(), DecodeParams(beam_size=2), DecodeParams(beam_size=4)
 
@@ -76,7 +76,7 @@ def test_a_seeded_row_draws_the_same_whatever_its_neighbours():
         assert one.item() == three[1].item()
 
 
-def test_a_step_copies_to_the_host_once(model, monkeypatch):  # noqa: F811
+def test_a_step_copies_to_the_host_once(model, monkeypatch):
     """Greedy, beams, sampling, penalties and rows leaving: one device-to-host fetch per step."""
     fetched = []
     monkeypatch.setattr(choice_module, "fetch", lambda x: fetched.append(x) or x)

@@ -15,15 +15,6 @@ from model.transformer import Seq2SeqTransformer
 from tests.fixtures import tiny_config
 
 
-@pytest.fixture(scope="module")
-def model() -> Seq2SeqTransformer:
-    torch.manual_seed(1)
-    m = Seq2SeqTransformer(tiny_config(60)).eval()
-    with torch.no_grad():
-        m.tgt_embed.weight.mul_(4.0)
-    return m
-
-
 def _src(i: int) -> list[int]:
     g = torch.Generator().manual_seed(i)
     return torch.randint(3, 60, (3 + (i * 7) % 11,), generator=g).tolist() + [1]
@@ -136,22 +127,29 @@ def test_parameters_are_validated():
         DecodeParams(top_p=0.0)
 
 
-def test_requests_joining_and_leaving_a_running_batch_equal_alone(model):
-    """Continuous batching in place: joins every step, an abort, finishes at different steps."""
-    requests = [Request(i, _src(i), MIXED[i % len(MIXED)]) for i in range(12)]
-    batch = DecodeBatch.prefill(model, requests[:2])
+def continuous(runner, requests: list[Request]) -> dict:
+    """Decode `requests` as a running batch: joins every step, request 1 (beams) aborted at step 3, finishes at
+    different steps; results by id. Each step the batch's token count is checked against its cache."""
+    batch = DecodeBatch.prefill(runner, requests[:2])
     pending, results, step = requests[2:], {}, 0
     with torch.inference_mode():
         while len(batch) or pending:
             if pending:
                 joining, pending = pending[: 1 + step % 2], pending[1 + step % 2 :]
-                batch = batch.concat(DecodeBatch.prefill(model, joining))
-            if step == 3:  # request 1 (beams) is aborted mid-way
+                batch = batch.concat(DecodeBatch.prefill(runner, joining))
+            if step == 3:
                 batch = batch.filter([i for i in batch.ids if i != 1])
-            batch, outputs = batch.step(model)
+            batch, outputs = batch.step(runner)
             assert batch.cache_tokens() == (batch.cache.tokens() if len(batch) else 0)
             results.update((o.id, o.hypotheses) for o in outputs if o.finished)
             step += 1
+    return results
+
+
+def test_requests_joining_and_leaving_a_running_batch_equal_alone(model):
+    """Continuous batching in place: joins every step, an abort, finishes at different steps."""
+    requests = [Request(i, _src(i), MIXED[i % len(MIXED)]) for i in range(12)]
+    results = continuous(model, requests)
     assert 1 not in results and len(results) == len(requests) - 1
     for req in requests:
         if req.id != 1:

@@ -12,8 +12,7 @@ from model.generate import generate
 from model.search import Request
 from model.static import StaticDecoder, row_sizes, span_sizes
 from model.transformer import Seq2SeqTransformer
-from tests.fixtures import tiny_config
-from tests.model.test_decoding import MIXED, _src, _tokens
+from tests.model.test_decoding import MIXED, _src, _tokens, continuous
 
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 # exact comparisons put both sides on one device, in float32; graphs: the static step captured as CUDA graphs
@@ -22,15 +21,6 @@ LANES = [
     pytest.param("cuda", False, id="cuda-eager", marks=CUDA),
     pytest.param("cuda", True, id="cuda-graphs", marks=CUDA),
 ]
-
-
-@pytest.fixture(scope="module")
-def model() -> Seq2SeqTransformer:
-    torch.manual_seed(1)
-    m = Seq2SeqTransformer(tiny_config(60)).eval()
-    with torch.no_grad():
-        m.tgt_embed.weight.mul_(4.0)
-    return m
 
 
 def _on(model: Seq2SeqTransformer, device: str, dtype: torch.dtype = torch.float32) -> Seq2SeqTransformer:
@@ -93,30 +83,13 @@ def test_static_step_equals_dynamic_step(model, device, graphs):
         assert padded.src_len == int(padded.mask_buf[: padded.rows].sum(1).max())
 
 
-def _continuous(runner, requests: list[Request]) -> dict:
-    """Decode `requests` with joins every step and an abort at step 3 (request 1, beams); results by id."""
-    batch = DecodeBatch.prefill(runner, requests[:2])
-    pending, results, step = requests[2:], {}, 0
-    with torch.inference_mode():
-        while len(batch) or pending:
-            if pending:
-                joining, pending = pending[: 1 + step % 2], pending[1 + step % 2 :]
-                batch = batch.concat(DecodeBatch.prefill(runner, joining))
-            if step == 3:
-                batch = batch.filter([i for i in batch.ids if i != 1])
-            batch, outputs = batch.step(runner)
-            results.update((o.id, o.hypotheses) for o in outputs if o.finished)
-            step += 1
-    return results
-
-
 @pytest.mark.parametrize(("device", "graphs"), LANES)
 def test_static_decoding_equals_dynamic_decoding(model, device, graphs):
     """Greedy, beams, sampling and penalties under continuous batching: the same tokens and scores."""
     model = _on(model, device)
     requests = [Request(i, _src(i), MIXED[i % len(MIXED)]) for i in range(12)]
-    want = _continuous(model, requests)
-    got = _continuous(_static(model, graphs, max_rows=16, max_positions=20, max_source=16), requests)
+    want = continuous(model, requests)
+    got = continuous(_static(model, graphs, max_rows=16, max_positions=20, max_source=16), requests)
     assert want.keys() == got.keys()
     for rid, hyps in want.items():
         assert _tokens(got[rid]) == _tokens(hyps), rid
