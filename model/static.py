@@ -67,7 +67,7 @@ class StaticDecoder:
         self.owner: weakref.ref[DecoderCache] | None = None
 
     def __getattr__(self, name: str):
-        """Everything else (encode's helpers, start_cache, pe, ...) is the model's."""
+        """Everything else (cfg, device, start_cache, ...) is the model's."""
         return getattr(self.model, name)
 
     def encode(self, src: Tensor, src_mask: Tensor) -> Tensor:
@@ -106,13 +106,12 @@ class StaticDecoder:
 
     def _key(self, cache: DecoderCache) -> tuple[int, int] | None:
         """(padded rows, span) for the cache's next step, or None when it runs eagerly at its own shapes."""
-        need = max(cache.max_length + 1, cache.src_len)
         if cache.rows > self.rows[-1] or cache.max_length + 1 > self.positions or cache.src_len > self.source:
             return None
         if not self._holds(cache):
             return None
         rows = self.rows[bisect.bisect_left(self.rows, cache.rows)]
-        return rows, self.spans[bisect.bisect_left(self.spans, need)]
+        return rows, self.spans[bisect.bisect_left(self.spans, max(cache.max_length + 1, cache.src_len))]
 
     def _holds(self, cache: DecoderCache) -> bool:
         """Whether `cache` lives in the static buffers; it moves in (one copy) when no other live cache holds them."""
@@ -140,7 +139,7 @@ class StaticDecoder:
                     self.home.shape = (rows, min(span, self.positions), min(span, self.source))
                     self._forward(rows, self.home)  # warm-up outside the graph: kernels pick their algorithms
                     graph = torch.cuda.CUDAGraph()
-                    with torch.cuda.graph(graph, pool=pool, stream=stream):
+                    with torch.cuda.graph(graph, pool=pool, stream=stream, capture_error_mode="thread_local"):
                         self._forward(rows, self.home)
                     self.graphs[(rows, span)] = graph
         torch.cuda.current_stream().wait_stream(stream)
