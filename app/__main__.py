@@ -36,6 +36,11 @@ def parse_args(argv: list[str] | None = None) -> dict:
     p.add_argument("--device", help="auto, cpu, cuda, cuda:1 ...")
     p.add_argument("--dtype", choices=["auto", "float32", "float16", "bfloat16"])
     p.add_argument("--log-level")
+    p.add_argument(
+        "--cuda-graphs",
+        action=argparse.BooleanOptionalAction,
+        help="on CUDA, capture the static-shape decode step as CUDA graphs at start-up and replay them (default on)",
+    )
     for name, kind in FLAGS.items():
         p.add_argument("--" + name.replace("_", "-"), type=kind)
     return {k: v for k, v in vars(p.parse_args(argv)).items() if v is not None}

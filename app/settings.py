@@ -39,6 +39,7 @@ class Settings(BaseSettings):
     drain_seconds: float = Field(30.0, ge=0)
     keepalive_seconds: float = Field(15.0, gt=0)
     warmup_rounds: int = Field(2, ge=0)
+    cuda_graphs: bool = Field(True, description="CUDA: replay the static-shape decode step as CUDA graphs")
     api_keys: Annotated[list[str], NoDecode] = Field(default_factory=list)
     log_level: str = "info"
 

@@ -161,11 +161,15 @@ def _network(desc: Description) -> Seq2SeqTransformer:
         model = Seq2SeqTransformer(desc.config)
         _load_strict(model, _native_state(model, desc.path))
         return model
-    state = read_state(desc.path)
+    return hf_network(desc.config, read_state(desc.path))
+
+
+def hf_network(cfg: ModelConfig, state: dict[str, torch.Tensor]) -> Seq2SeqTransformer:
+    """Our network with a Hugging Face model's tensors (`cfg`: its config as ours, from `hf_config`)."""
     bias = state.get("final_logits_bias")
     if bias is not None and not bias.any():  # OPUS-MT ships zeros: skipping them spares a (N, V) pass per step
         state = {k: v for k, v in state.items() if k != "final_logits_bias"}
-    cfg = ModelConfig.from_dict({**desc.config.to_dict(), "final_logits_bias": "final_logits_bias" in state})
+    cfg = ModelConfig.from_dict({**cfg.to_dict(), "final_logits_bias": "final_logits_bias" in state})
     model = Seq2SeqTransformer(cfg)
     _load_strict(model, hf_state(state, cfg))
     return model

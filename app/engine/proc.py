@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import pickle
 import signal
+import time
 from multiprocessing.connection import Connection
 
 import torch
@@ -21,6 +22,8 @@ from model.checkpoint import Checkpoint, load
 from model.generate import generate
 from model.params import DecodeParams
 from model.search import Request
+from model.static import StaticDecoder
+from model.transformer import Seq2SeqTransformer
 
 log = logging.getLogger("mt.core")
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
@@ -53,18 +56,31 @@ def pick_dtype(setting: str, device: str) -> torch.dtype:
     return torch.float32
 
 
-def warm_up(ck: Checkpoint, rounds: int) -> None:
+def decoder(model: Seq2SeqTransformer, s: Settings) -> Seq2SeqTransformer | StaticDecoder:
+    """The model as its engine runs it: on CUDA behind static shapes, the decode step captured as CUDA graphs (unless
+    cuda_graphs is off: then the same step runs eagerly); elsewhere the model itself."""
+    if model.device.type != "cuda":
+        return model
+    static = StaticDecoder(model, max(s.max_batch_size, s.max_beam_size), s.max_new_tokens, s.max_input_tokens)
+    if s.cuda_graphs:
+        start = time.perf_counter()
+        count = static.capture()
+        log.info("captured %d CUDA graphs of the decode step in %.1fs", count, time.perf_counter() - start)
+    return static
+
+
+def warm_up(ck: Checkpoint, runner: Seq2SeqTransformer | StaticDecoder, rounds: int) -> None:
     """Run a few translations so that first requests do not pay for lazy initialisation."""
     ids = ck.tokenizer.encode("Hello, world. This is a warm-up sentence.")
     for i in range(rounds):
         reqs = [Request(j, ids, DecodeParams(beam_size=1 + (i + j) % 2, max_new_tokens=16)) for j in range(4)]
-        generate(ck.model, reqs)
+        generate(runner, reqs)
 
 
-def make_core(ck: Checkpoint, s: Settings) -> EngineCore:
-    """An engine core over a loaded checkpoint with the settings' limits."""
+def make_core(name: str, runner: Seq2SeqTransformer | StaticDecoder, s: Settings) -> EngineCore:
+    """An engine core over a loaded model (or its static decoder) with the settings' limits."""
     limits = Limits(s.max_batch_size, s.max_batch_tokens, s.max_prefill_tokens)
-    return EngineCore(ck.name, ck.model, limits, Metrics(), s.max_queue, s.max_wait_ms)
+    return EngineCore(name, runner, limits, Metrics(), s.max_queue, s.max_wait_ms)
 
 
 def core_main(spec: str, settings: dict, address: str, stop: Connection) -> None:
@@ -77,13 +93,14 @@ def core_main(spec: str, settings: dict, address: str, stop: Connection) -> None
     try:
         pair, path = parse_spec(spec)
         ck = load(path, device=device, dtype=pick_dtype(s.dtype, device), pair=pair)
-        warm_up(ck, s.warmup_rounds)
+        runner = decoder(ck.model, s)
+        warm_up(ck, runner, s.warmup_rounds)
     except Exception as exc:  # the launcher prints the reason and exits non-zero
         log.debug("model loading failed", exc_info=True)
         stop.send(f"model loading failed: {type(exc).__name__}: {exc}")
         raise SystemExit(1) from None
     log.info("engine core %s: loaded %s on %s, serving %s", ck.name, ck.path, device, address)
-    serve(make_core(ck, s), ModelCard.of(ck), address, stop.fileno())
+    serve(make_core(ck.name, runner, s), ModelCard.of(ck), address, stop.fileno())
 
 
 def serve(core: EngineCore, card: ModelCard, address: str, stop_fd: int) -> None:
