@@ -59,6 +59,25 @@ def test_two_workers_share_one_core(two_workers, checkpoint):
         assert rows / steps > 4, "the two workers' requests were not batched together"
 
 
+def test_killed_launcher_takes_its_children_along(two_workers):
+    """kill -9 of the launcher (runs last on this server): the core and both workers see their pipe close and
+    exit, so no orphan keeps the port or the model."""
+    cores, workers = two_workers.processes()
+    os.kill(two_workers.proc.pid, signal.SIGKILL)
+    two_workers.proc.wait(5)
+    alive = lambda: [pid for pid in cores + workers if os.path.exists(f"/proc/{pid}") and not zombie(pid)]
+    wait_for(lambda: not alive(), timeout=15)
+
+
+def zombie(pid: int) -> bool:
+    """An exited process not yet reaped by its (dead) parent."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
 def stream_outcome(url: str, payload: dict) -> tuple[str, float]:
     """The last event of a stream and when it came."""
     try:
