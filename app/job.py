@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import dataclass, field
 
-from app.engine.engine import Overloaded
-from app.engine.request import EngineRequest, Event, Failed, Finished, Token
+from app.engine.client import EngineGone, Overloaded
+from app.engine.messages import Result
+from app.engine.messages import Unit as Work
 from app.errors import ApiError
-from app.mailbox import mailbox
 from app.service import ModelEntry
 from app.text import Layout
 from model.params import DecodeParams
 from model.tokenizer import IncrementalDetokenizer
+
+Event = int | Result  # a new token, or the unit's result
 
 
 @dataclass
@@ -20,9 +23,9 @@ class Unit:
     """A piece of one text that the model translates by itself."""
 
     ids: list[int]
-    request: EngineRequest | None = None
-    result: Finished | None = None
-    detok: IncrementalDetokenizer | None = None
+    id: int = 0  # the engine's id for it, once submitted
+    result: Result | None = None
+    detok: IncrementalDetokenizer | None = None  # streamed jobs only
     buffered: list[str] = field(default_factory=list)
 
 
@@ -42,7 +45,8 @@ class Item:
 
 
 class Job:
-    """Submits an HTTP request's units to one engine and turns engine events into text."""
+    """Submits an HTTP request's units to one engine core and turns its events into text. Only a job that streams
+    tokens gets (and detokenizes) them one by one; the others get each unit's result once."""
 
     def __init__(
         self,
@@ -50,15 +54,18 @@ class Job:
         layouts: list[Layout],
         params: DecodeParams,
         max_input_tokens: int,
+        stream: bool = False,
         prefix: list[int] = (),
         detected: dict | None = None,
     ):
         self.entry, self.params = entry, params
         self.tokenizer = entry.checkpoint.tokenizer
         self.prefix, self.detected = list(prefix), detected  # language tokens before each unit; source "auto"
+        self.arrival = time.monotonic()
         self.queue: asyncio.Queue[tuple[int, int, Event]] = asyncio.Queue()
+        self.streams_tokens = stream and params.beam_size == 1
         self.items = [Item(lay, self._units(i, lay, max_input_tokens)) for i, lay in enumerate(layouts)]
-        self.streams_tokens = params.beam_size == 1
+        self.where: dict[int, tuple[int, int]] = {}  # engine unit id -> (item, unit)
 
     def _units(self, index: int, layout: Layout, limit: int) -> list[Unit]:
         """Tokenize every unit and enforce max_input_tokens, naming the text."""
@@ -70,27 +77,38 @@ class Job:
                 raise ApiError(
                     422, "validation", f"q[{index}]: {len(ids)} tokens exceeds max_input_tokens={limit}{hint}"
                 )
-            units.append(Unit(ids, detok=self.tokenizer.detokenizer()))
+            units.append(Unit(ids, detok=self.tokenizer.detokenizer() if self.streams_tokens else None))
         return units
 
-    def submit(self) -> None:
-        """Queue every unit on the engine at once, or none (503 overloaded, Retry-After)."""
-        post = mailbox(asyncio.get_running_loop()).post
+    async def submit(self) -> None:
+        """Queue every unit on the engine at once, or none (503 overloaded with Retry-After; 503 not_ready)."""
+        engine, work = self.entry.engine, []
         for i, item in enumerate(self.items):
             for u, unit in enumerate(item.units):
-                emit = lambda ev, i=i, u=u: post(self.queue.put_nowait, (i, u, ev))
-                unit.request = EngineRequest(unit.ids, self.params, emit)
+                unit.id = engine.new_id()
+                self.where[unit.id] = (i, u)
+                work.append(Work(unit.id, unit.ids))
+        if not work:
+            return
         try:
-            self.entry.engine.submit(*(unit.request for item in self.items for unit in item.units))
+            await engine.submit(self.params, work, self.streams_tokens, self.arrival, self)
         except Overloaded as exc:
             raise ApiError(503, "overloaded", f"server overloaded: {exc}; retry later", {"Retry-After": "1"}) from None
+        except EngineGone as exc:
+            raise ApiError(503, "not_ready", f"not ready: {exc}", {"Retry-After": "5"}) from None
+
+    def on_token(self, unit: int, token: int) -> None:
+        """A new token of a unit (from the engine client)."""
+        self.queue.put_nowait((*self.where[unit], token))
+
+    def on_result(self, result: Result) -> None:
+        """A unit's result (from the engine client)."""
+        self.queue.put_nowait((*self.where[result.id], result))
 
     def abort(self) -> None:
         """Stop every unit still queued or running (client gone, or a sibling failed)."""
-        for item in self.items:
-            for unit in item.units:
-                if unit.request is not None and unit.result is None:
-                    self.entry.engine.abort(unit.request)
+        ids = [unit.id for item in self.items for unit in item.units if unit.id and unit.result is None]
+        self.entry.engine.abort(ids)
 
     @property
     def finished(self) -> bool:
@@ -111,18 +129,17 @@ class Job:
     def apply(self, i: int, u: int, event: Event) -> str:
         """Record an engine event; return the text it adds to item i's stream (in layout order)."""
         item, unit = self.items[i], self.items[i].units[u]
-        if isinstance(event, Failed):
+        if isinstance(event, int):
+            unit.buffered.append(unit.detok.push(event))
+            return self._advance(item)
+        if event.error:
             status = 503 if event.error_type == "not_ready" else 500
-            raise ApiError(status, event.error_type, f"q[{i}]: {event.message}")
-        if isinstance(event, Token):
-            unit.buffered.append(unit.detok.push(event.token_id))
-        elif isinstance(event, Finished):
-            if event.finish_reason == "aborted":
-                raise ApiError(503, "not_ready", f"q[{i}]: request aborted")
-            unit.result = event
-            if not unit.detok.ids:  # beams stream nothing: the whole text arrives now
-                unit.detok.ids = list(event.hypotheses[0].tokens)
-            unit.buffered.append(unit.detok.flush())
+            raise ApiError(status, event.error_type, f"q[{i}]: {event.error}")
+        unit.result = event
+        if unit.detok is None:
+            return ""
+        unit.detok.ids = list(event.hypotheses[0].tokens)  # the whole output, whatever was streamed of it
+        unit.buffered.append(unit.detok.flush())
         return self._advance(item)
 
     def _advance(self, item: Item) -> str:

@@ -34,6 +34,11 @@ class Detector:
                 self._identifier = LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
         return self
 
+    @property
+    def loaded(self) -> bool:
+        """The model is loaded (readiness waits for it)."""
+        return self._identifier is not None
+
     def labels(self, codes: Iterable[str]) -> dict[str, str]:
         """Detector label -> API code for the codes the detector knows (the first code of a label wins)."""
         known = set(self.load()._identifier.labels)

@@ -48,15 +48,15 @@ class BodyLimit:
 
 
 def create_app(settings: Settings | None = None, service: Service | None = None) -> FastAPI:
-    """Build the app; models load in the background once it starts (ready turns 200 when warm)."""
+    """Build the app; it connects to its engine cores once it starts (ready turns 200 when they serve)."""
     service = service or Service(settings or Settings())
     settings = service.settings
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
-        service.start_loading()
+        await service.start()
         yield
-        service.shutdown()
+        await service.stop()
 
     # Swagger UI and ReDoc served from the package (no CDN): /docs works without a network
     app = FastAPIOffline(title="mt-server", summary="Encoder-decoder translation server", lifespan=lifespan)

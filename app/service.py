@@ -1,134 +1,78 @@
-"""The service: loaded models and their engines, routing by language pair, readiness and draining."""
+"""The front's service: the engine cores it talks to, routing by language pair, readiness and draining."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
-import torch
-
-import model as model_pkg
-from app.engine.engine import Engine
-from app.engine.scheduler import Limits
+from app.engine.card import Description, ModelCard
+from app.engine.client import EngineClient
 from app.errors import ApiError
 from app.languages import Detector
 from app.metrics import Metrics
 from app.settings import Settings
-from model.checkpoint import Checkpoint, load
-from model.generate import generate
-from model.params import DecodeParams
-from model.search import Request
 
 log = logging.getLogger("mt.service")
-BUILTIN = Path(model_pkg.__file__).parent / "builtin" / "en-es"
-DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
 
 @dataclass
 class ModelEntry:
-    """A served model: its checkpoint and the engine that owns it."""
+    """A served model: its card (everything but the weights) and the client of the core that runs it."""
 
-    checkpoint: Checkpoint
-    engine: Engine
+    card: ModelCard
+    engine: EngineClient
 
     @property
-    def name(self) -> str:
-        """The model's name, e.g. "en-es"."""
-        return self.checkpoint.name
-
-
-def parse_spec(spec: str) -> tuple[tuple[str, str] | None, str]:
-    """ "en-es=DIR" -> (("en", "es"), DIR); "DIR" -> (None, DIR)."""
-    if "=" in spec:
-        pair, path = spec.split("=", 1)
-        src, sep, tgt = pair.partition("-")
-        if not (src and sep and tgt):
-            raise ValueError(f"model spec {spec!r}: expected SRC-TGT=DIR")
-        return (src, tgt), path
-    return None, spec
-
-
-def pick_device(setting: str) -> str:
-    """ "auto" -> cuda when present, else cpu."""
-    if setting == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    return setting
-
-
-def pick_dtype(setting: str, device: str) -> torch.dtype:
-    """ "auto" -> bfloat16/float16 on GPU, float32 on CPU."""
-    if setting != "auto":
-        return DTYPES[setting]
-    if device.startswith("cuda"):
-        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
-    return torch.float32
+    def checkpoint(self) -> Description:
+        """The checkpoint without its weights: tokenizer, languages, generation defaults, architecture."""
+        return self.card.description
 
 
 class Service:
-    """Owns models, engines and readiness; the HTTP layer reaches everything through it."""
+    """Owns the engine clients and readiness; the HTTP layer reaches everything through it."""
 
-    def __init__(self, settings: Settings):
+    def __init__(self, settings: Settings, cores: list[str] | None = None):
         self.settings, self.metrics = settings, Metrics()
-        self.models: dict[str, ModelEntry] = {}
-        self.loaded = False
+        self.clients = [EngineClient(address) for address in cores or []]
         self.draining = False
-        self.load_error: str | None = None
         self.inflight = 0
         self.started = time.time()
         self.detector = Detector()
-        self.on_fatal: Callable[[str], None] = lambda reason: None  # python -m app exits non-zero
 
-    def start_loading(self) -> threading.Thread:
-        """Load, warm up and start every model in the background; ready turns 200 when done."""
-        thread = threading.Thread(target=self._load_all, name="loader", daemon=True)
-        thread.start()
-        return thread
+    async def start(self) -> None:
+        """Connect to every engine core (they may still be loading); load the language detector meanwhile."""
+        threading.Thread(target=self.detector.load, name="detector", daemon=True).start()
+        await asyncio.gather(*(c.start() for c in self.clients))
 
-    def _load_all(self) -> None:
-        """Load each model spec (the built-in model when none is given)."""
-        s = self.settings
-        device = pick_device(s.device)
-        dtype = pick_dtype(s.dtype, device)
-        try:
-            self.detector.load()
-            for spec in s.models or [str(BUILTIN)]:
-                pair, path = parse_spec(spec)
-                ck = load(path, device=device, dtype=dtype, pair=pair)
-                if ck.name in self.models:
-                    raise ValueError(f"two models serve {ck.name}")
-                self._warm_up(ck)
-                limits = Limits(s.max_batch_size, s.max_batch_tokens, s.max_prefill_tokens)
-                engine = Engine(ck.name, ck.model, limits, self.metrics, s.max_queue, s.max_wait_ms)
-                engine.start()
-                self.models[ck.name] = ModelEntry(ck, engine)
-                log.info("loaded %s from %s on %s/%s", ck.name, ck.path, device, dtype)
-            self.loaded = True
-        except Exception as exc:  # the process exits (python -m app); in-process, /health reports it
-            log.debug("model loading failed", exc_info=True)
-            self.load_error = f"{type(exc).__name__}: {exc}"
-            log.error("model loading failed: %s", self.load_error)
-            self.on_fatal(f"model loading failed: {self.load_error}")
+    async def stop(self) -> None:
+        """Close the connections."""
+        await asyncio.gather(*(c.close() for c in self.clients))
 
-    def _warm_up(self, ck: Checkpoint) -> None:
-        """Run a few translations so first requests do not pay for lazy initialisation."""
-        ids = ck.tokenizer.encode("Hello, world. This is a warm-up sentence.")
-        for i in range(self.settings.warmup_rounds):
-            reqs = [Request(j, ids, DecodeParams(beam_size=1 + (i + j) % 2, max_new_tokens=16)) for j in range(4)]
-            generate(ck.model, reqs)
+    @property
+    def models(self) -> dict[str, ModelEntry]:
+        """The models whose cores serve, by name."""
+        return {c.card.name: ModelEntry(c.card, c) for c in self.clients if c.card is not None}
+
+    @property
+    def loaded(self) -> bool:
+        """Every core has loaded and warmed up its model, and the language detector is loaded."""
+        return all(c.card is not None for c in self.clients) and self.detector.loaded
 
     def broken(self) -> str | None:
-        """Why this process can never serve again (loading failed, an engine died), else None."""
-        if self.load_error:
-            return f"model loading failed: {self.load_error}"
-        dead = [name for name, m in self.models.items() if not m.engine.alive]
-        return f"engine stopped: {', '.join(dead)}" if dead else None
+        """Why this process can never serve again (an engine core died, two serve one pair), else None."""
+        dead = [c.card.name if c.card else c.address for c in self.clients if c.dead]
+        if dead:
+            return f"engine stopped: {', '.join(dead)}"
+        names = [c.card.name for c in self.clients if c.card is not None]
+        if len(set(names)) < len(names):
+            return f"model loading failed: two models serve {sorted(n for n in names if names.count(n) > 1)[0]}"
+        return None
 
     def readiness(self) -> tuple[bool, str]:
-        """(ready, reason): loaded, warmed up, every engine alive and not draining."""
+        """(ready, reason): loaded, warmed up, every engine core alive and not draining."""
         if (why := self.broken()) is not None:
             return False, why
         if not self.loaded:
@@ -167,8 +111,3 @@ class Service:
         deadline = time.monotonic() + timeout
         while self.inflight > 0 and time.monotonic() < deadline:
             time.sleep(0.05)
-
-    def shutdown(self) -> None:
-        """Stop every engine."""
-        for entry in self.models.values():
-            entry.engine.stop()

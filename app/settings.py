@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Annotated
 
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-BUILTIN_MODEL = "model/builtin/en-es"
+import model
+
+BUILTIN = Path(model.__file__).parent / "builtin" / "en-es"  # served when no model is given
 
 
 class Settings(BaseSettings):
@@ -19,6 +22,7 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = 8000
     models: Annotated[list[str], NoDecode] = Field(default_factory=list, description="pair=DIR, DIR or a hub model id")
+    workers: int = Field(1, ge=1, description="HTTP worker processes, all served by one engine core per model")
     device: str = "auto"
     dtype: str = "auto"
     max_batch_size: int = Field(64, ge=1, description="rows decoded together (a beam counts once per beam)")
@@ -35,6 +39,7 @@ class Settings(BaseSettings):
     drain_seconds: float = Field(30.0, ge=0)
     keepalive_seconds: float = Field(15.0, gt=0)
     warmup_rounds: int = Field(2, ge=0)
+    cuda_graphs: bool = Field(True, description="CUDA: replay the static-shape decode step as CUDA graphs")
     api_keys: Annotated[list[str], NoDecode] = Field(default_factory=list)
     log_level: str = "info"
 

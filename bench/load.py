@@ -18,7 +18,6 @@ Only 127.0.0.1 is used; every loop is bounded in requests (--requests, ...) and 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import datetime as dt
 import os
@@ -38,6 +37,7 @@ import httpx
 import torch
 
 from bench.loadgen import Stats, closed_loop, open_loop
+from bench.procs import cpu_account, cpu_lines
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_MODEL = ROOT / "model" / "builtin" / "en-es"
@@ -90,6 +90,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--poisson-seconds", type=float, default=30.0, help="arrivals span this long per rate (30)")
     p.add_argument("--poisson-max-requests", type=int, default=2000, help="cap per rate (2000)")
     p.add_argument("--max-inflight", type=int, default=1024, help="client connections in the Poisson runs (1024)")
+    p.add_argument("--client-procs", type=int, default=4, help="load generator processes (4)")
+    p.add_argument("--workers", type=int, default=1, help="server HTTP worker processes (1)")
     p.add_argument("--max-queue", type=int, default=100000, help="server --max-queue (100000: no 503s)")
     p.add_argument("--timeout", type=float, default=300.0, help="per-request timeout, s (300)")
     p.add_argument("--phase-budget", type=float, default=900.0, help="no new closed-loop request after this, s")
@@ -200,6 +202,8 @@ def server_flags(args: argparse.Namespace, path: Path, max_batch: int) -> list[s
         str(max_batch),
         "--max-queue",
         str(args.max_queue),
+        "--workers",
+        str(args.workers),
         "--log-level",
         "warning",
     ]
@@ -218,40 +222,6 @@ def serving(args: argparse.Namespace, path: Path, max_batch: int) -> Iterator[tu
         yield server.url + "/translate", server.proc.pid
     finally:
         server.stop()
-
-
-# --------------------------------------------------------------------------- CPU accounting
-
-
-def thread_cpu(pid: int) -> dict[int, float]:
-    """CPU seconds (user + system) of each thread of process `pid`, by thread id (Linux /proc)."""
-    tick, out = os.sysconf("SC_CLK_TCK"), {}
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        with contextlib.suppress(OSError):
-            stat = Path(f"/proc/{pid}/task/{tid}/stat").read_text()
-            fields = stat[stat.rindex(")") + 2 :].split()
-            out[int(tid)] = (int(fields[11]) + int(fields[12])) / tick
-    return out
-
-
-@contextlib.contextmanager
-def cpu_account(pid: int | None) -> Iterator[dict[str, float]]:
-    """CPU seconds spent while the block runs: the server's main thread (the HTTP event loop), its other threads
-    (engine, torch's OpenMP threads) and this process (the load generator), beside the wall time."""
-    out: dict[str, float] = {}
-    if pid is None or not Path(f"/proc/{pid}/task").is_dir():
-        yield out
-        return
-    before, client, start = thread_cpu(pid), time.process_time(), time.perf_counter()
-    yield out
-    after = thread_cpu(pid)
-    spent = {tid: after[tid] - before.get(tid, 0.0) for tid in after}
-    out.update(
-        wall=time.perf_counter() - start,
-        loop=spent.get(pid, 0.0),
-        engine=sum(v for tid, v in spent.items() if tid != pid),
-        client=time.process_time() - client,
-    )
 
 
 # --------------------------------------------------------------------------- the run
@@ -316,7 +286,7 @@ def workload(args: argparse.Namespace, ck) -> Workload:
 
 def closed(args: argparse.Namespace, url: str, bodies: list[dict], concurrency: int) -> Stats:
     """A closed-loop run (bounded by --phase-budget and --timeout)."""
-    return asyncio.run(closed_loop(url, bodies, concurrency, args.timeout, args.phase_budget))
+    return closed_loop(url, bodies, concurrency, args.timeout, args.phase_budget, args.client_procs)
 
 
 def warm_up(args: argparse.Namespace, url: str, work: Workload, concurrency: int) -> None:
@@ -383,8 +353,8 @@ def sweep(args: argparse.Namespace, url: str, work: Workload, fields: dict, max_
     for k, (rate, fraction) in enumerate(poisson_rates(args, max_rps)):
         n = max(1, min(args.poisson_max_requests, round(rate * args.poisson_seconds)))
         bodies = work.bodies(n, fields, start=17 * k)
-        run = partial(open_loop, url, bodies, rate, args.timeout, args.max_inflight, args.seed + k)
-        stats = timed(f"Poisson {rate:.2f} req/s ({n} requests)", lambda run=run: asyncio.run(run()))
+        run = partial(open_loop, url, bodies, rate, args.timeout, args.max_inflight, args.seed + k, args.client_procs)
+        stats = timed(f"Poisson {rate:.2f} req/s ({n} requests)", run)
         points.append(Point(rate, fraction, stats))
     return points
 
@@ -556,8 +526,8 @@ def method(args: argparse.Namespace, res: Results, info: dict[str, str]) -> list
         f"httpx {info['httpx']}. Load average (1 min): {res.load[0]:.1f} before, {res.load[1]:.1f} after.",
         f"- Model: {res.model}.",
         f"- Threads: the servers run with OMP_NUM_THREADS={args.threads}, the offline engine with "
-        f"torch.set_num_threads({args.threads}). The load generator (one asyncio process, httpx) runs on the same "
-        "machine and shares its cores with the server.",
+        f"torch.set_num_threads({args.threads}). The load generator ({args.client_procs} client processes, aiohttp) "
+        "runs on the same machine and shares its cores with the server.",
         f"- Work: {len(res.work.texts)} distinct English sentences from {res.work.origin} (evenly spread lengths, "
         f"{lens[0]}-{lens[-1]} source tokens, median {int(statistics.median(lens))}), cycled in the same order in "
         f"every mode. Greedy with `max_new_tokens = min_new_tokens = {args.new_tokens}`: EOS is suppressed until "
@@ -579,34 +549,9 @@ def method(args: argparse.Namespace, res: Results, info: dict[str, str]) -> list
 
 
 def cpu_table(rows: list[Row]) -> list[str]:
-    """Where the machine's CPU went during (a), and the (a)/(b) bound that leaves (empty without /proc)."""
-    cpu = next((r.cpu for r in rows if r.key == "a" and r.cpu), None)
-    if not cpu:
-        return []
-    cores = len(os.sched_getaffinity(0))
-    total = cpu["wall"] * cores
-    parts = [
-        ("server: engine thread and torch's OpenMP threads", cpu["engine"]),
-        ("server: HTTP event loop (main thread: uvicorn, FastAPI, tokenizer, SSE)", cpu["loop"]),
-        ("load generator (this process: httpx clients)", cpu["client"]),
-    ]
-    lines = [
-        f"CPU during (a), from `/proc/PID/task/*/stat` and `time.process_time()`: {cpu['wall']:.1f} s of wall time "
-        f"on {cores} cores = {total:.1f} core-seconds available.",
-        "",
-        "| where | CPU seconds | share of the machine |",
-        "|---|---|---|",
-    ]
-    lines += [f"| {name} | {v:.2f} | {v / total:.0%} |" for name, v in parts]
-    bound = 1 - (cpu["loop"] + cpu["client"]) / total
-    lines += [
-        "",
-        f"(b) has all {cores} cores to itself. In (a) the HTTP loop and the load generator took "
-        f"{1 - bound:.0%} of the machine, so even an engine exactly as efficient per core-second as (b) would "
-        f"reach (a)/(b) <= {bound:.2f} here.",
-        "",
-    ]
-    return lines
+    """Where the machine's CPU went during (a) (empty without /proc)."""
+    row = next((r for r in rows if r.key == "a" and r.cpu), None)
+    return cpu_lines(row.cpu, row.stats.client_cpu, "(a)") if row else []
 
 
 def render(args: argparse.Namespace, res: Results, plot_name: str | None) -> str:
@@ -632,11 +577,11 @@ def render(args: argparse.Namespace, res: Results, plot_name: str | None) -> str
     return "\n".join(parts)
 
 
-def write_section(doc: Path, section: str) -> None:
-    """Replace this benchmark's section of `doc` (up to the next '## ' heading), keeping everything else."""
+def write_section(doc: Path, section: str, heading: str = SECTION) -> None:
+    """Replace the section under `heading` of `doc` (up to the next '## ' heading), keeping everything else."""
     doc.parent.mkdir(parents=True, exist_ok=True)
     text = doc.read_text(encoding="utf-8") if doc.exists() else "# Benchmarks\n"
-    match = re.search(rf"^{re.escape(SECTION)}[ \t]*$", text, flags=re.M)
+    match = re.search(rf"^{re.escape(heading)}[ \t]*$", text, flags=re.M)
     if match is None:
         text = text.rstrip("\n") + "\n\n" + section.rstrip("\n") + "\n"
     else:

@@ -445,18 +445,18 @@ def render(info: dict[str, str], args: argparse.Namespace, body: str, targets: s
     return "\n".join(parts)
 
 
-def write_section(doc: Path, section: str) -> None:
-    """Replace our section of docs/benchmarks.md (up to the next '## ' heading), keeping everything else."""
+def write_section(doc: Path, section: str, heading: str = SECTION) -> None:
+    """Replace the section under `heading` of docs/benchmarks.md (up to the next '## ' heading), keeping the rest."""
     doc.parent.mkdir(parents=True, exist_ok=True)
     text = doc.read_text(encoding="utf-8") if doc.exists() else "# Benchmarks\n"
-    start = text.find(SECTION + "\n")
-    if start < 0 and text.endswith(SECTION):
-        start = len(text) - len(SECTION)
+    start = text.find(heading + "\n")
+    if start < 0 and text.endswith(heading):
+        start = len(text) - len(heading)
     if start < 0:
         text = text.rstrip("\n") + "\n\n" + section.rstrip("\n") + "\n"
     else:
-        nxt = re.search(r"^## ", text[start + len(SECTION) :], flags=re.M)
-        end = start + len(SECTION) + nxt.start() if nxt else len(text)
+        nxt = re.search(r"^## ", text[start + len(heading) :], flags=re.M)
+        end = start + len(heading) + nxt.start() if nxt else len(text)
         tail = text[end:]
         text = text[:start] + section.rstrip("\n") + "\n" + ("\n" + tail if tail else "")
     tmp = doc.with_suffix(".md.tmp")

@@ -9,19 +9,19 @@ import torch
 from torch import Tensor
 
 from model.cache import DecoderCache
-from model.processors import apply_penalties, force, needs_penalties, suppress
+from model.choice import Choice, Rows, choose
+from model.config import ModelConfig
+from model.processors import process
 from model.search import Group, Request, StepOutput
+from model.transfer import upload
 from model.transformer import Seq2SeqTransformer
 
 
 def pad_batch(seqs: list[list[int]], pad_id: int, device: torch.device) -> tuple[Tensor, Tensor]:
     """Right-pad id lists: ids (B, S) and mask (B, S), True on real tokens."""
     width = max(len(s) for s in seqs)
-    ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
-    for i, s in enumerate(seqs):
-        ids[i, : len(s)] = torch.tensor(s, dtype=torch.long)
-    ids = ids.to(device)
-    return ids, ids.new_tensor([[j < len(s) for j in range(width)] for s in seqs], dtype=torch.bool)
+    ids = upload([s + [pad_id] * (width - len(s)) for s in seqs], torch.long, device)
+    return ids, upload([[True] * len(s) + [False] * (width - len(s)) for s in seqs], torch.bool, device)
 
 
 class DecodeBatch:
@@ -73,11 +73,15 @@ class DecodeBatch:
                 kept.append((g, start, g.width, list(range(start, start + g.width))))
             start += g.width
         groups, parents = self._rearrange(kept)
-        return DecodeBatch(groups, self.cache, self.tokens[parents] if parents else self.tokens[:0])
+        tokens = self.tokens.index_select(0, upload(parents, torch.long, self.tokens.device))
+        return DecodeBatch(groups, self.cache, tokens)
 
     def _rearrange(self, kept: list[tuple[Group, int, int, list[int]]]) -> tuple[list[Group], list[int]]:
         """Lay out the groups that go on, each (group, old first row, old width, parent of each new row), in the
         first rows of the cache, moving as few as possible; return them in row order with every row's parent."""
+        same = len(kept) == len(self.groups) and all(rows == list(range(s, s + old)) for _, s, old, rows in kept)
+        if same:  # every row stays where it is: nothing moves
+            return [g for g, *_ in kept], list(range(self.rows))
         starts = place([(start, old, g.width) for g, start, old, _ in kept])
         order = sorted(range(len(kept)), key=starts.__getitem__)
         parents, sources = [], []
@@ -89,58 +93,56 @@ class DecodeBatch:
         return [kept[i][0] for i in order], parents
 
     def step(self, model: Seq2SeqTransformer) -> tuple[DecodeBatch, list[StepOutput]]:
-        """Run one decoder step for every row; return the batch that goes on and what each request got."""
-        cfg = model.cfg
+        """One decoder step for every row, in phases: logits, logit processing, token choice on the device (one copy to
+        the host), bookkeeping in the groups, cache moves. Returns the batch that goes on and what each request got."""
         logits = model.decode_step(self.tokens, self.cache).float()  # (N, V)
-        params = [g.params for g in self.groups for _ in range(g.width)]
-        is_beam = [p.beam_size > 1 for p in params]
-        n_beam = sum(is_beam)
-        scored = any(p.scored for p in params)  # greedy and sampling without scores need no log-softmax
-        logprobs = logits.log_softmax(-1) if scored else None
-        if n_beam == len(params):
-            scores = logprobs  # modified in place below: greedy rows never read logprobs at pad/start
+        rows = self._rows()
+        scores, logprobs = self._process(logits, model.cfg, rows)
+        choice = choose(scores, logprobs, rows)
+        outputs, kept = self._advance(choice)
+        groups, _ = self._rearrange(kept)
+        tokens = upload([b[-1] for g in groups for b in g.beams], torch.long, self.tokens.device)
+        return DecodeBatch(groups, self.cache, tokens), outputs
+
+    def _rows(self) -> Rows:
+        """Every row's parameters and generator, and the beam groups' layout, scores and ranks."""
+        params = [g.request.params for g in self.groups for _ in g.beams]
+        generators = [g.generator for g in self.groups for _ in g.beams]
+        firsts = itertools.accumulate((len(g.beams) for g in self.groups), initial=0)  # one more than groups
+        beams = [(first, g) for first, g in zip(firsts, self.groups, strict=False) if g.request.params.beam_size > 1]
+        cum, ranks = [s for _, g in beams for s in g.scores], [r for _, g in beams for r in g.ranks]
+        return Rows(params, generators, [(first, len(g.beams)) for first, g in beams], cum, ranks)
+
+    def _process(self, logits: Tensor, cfg: ModelConfig, rows: Rows) -> tuple[Tensor, Tensor | None]:
+        """Logit processing: the scores the choice ranks (log-probabilities for beam rows, logits for the others)
+        after every per-row processor, and the log-probabilities when any row keeps scores."""
+        n_beam = len(rows.cum)
+        logprobs = logits.log_softmax(-1) if any(p.scored for p in rows.params) else None
+        if n_beam == len(rows.params):
+            scores = logprobs  # processed in place: no greedy row reads the log-probabilities
         elif n_beam == 0:
             scores = logits
         else:
-            scores = torch.where(torch.tensor(is_beam, device=logits.device)[:, None], logprobs, logits)
-        scores[:, cfg.pad_id] = float("-inf")
-        if cfg.decoder_start_id != cfg.eos_id:  # NLLB/M2M100 start from EOS
-            scores[:, cfg.decoder_start_id] = float("-inf")
-        early = [g.steps < g.params.min_new_tokens for g in self.groups for _ in range(g.width)]
-        if any(early):
-            suppress(scores, cfg.eos_id, torch.tensor(early, device=logits.device))
-        if any(needs_penalties(p) for p in params):
-            apply_penalties(scores, [h for g in self.groups for h in g.histories()], params)
-        forced = [g.params.forced_token(g.steps, cfg.eos_id) for g in self.groups for _ in range(g.width)]
-        if any(t is not None for t in forced):
-            force(scores, forced)
-        choice = picked = cands = None
-        if n_beam < len(params):  # greedy rows: first maximum, and its log-probability, in one pass each
-            best = scores.max(-1).indices
-            choice = best.tolist()
-            picked = None if logprobs is None else logprobs.gather(1, best[:, None])[:, 0].tolist()
-        if n_beam:  # beam rows: each row's top 2*beam (the group's best 2*beam are among them) plus its score
-            k = 2 * max(p.beam_size for p in params)
-            rows = None if n_beam == len(params) else torch.tensor(is_beam, device=logits.device).nonzero()[:, 0]
-            block = scores if rows is None else scores.index_select(0, rows)
-            cum = torch.tensor(
-                [s for g in self.groups if g.params.beam_size > 1 for s in g.scores], device=logits.device
-            )
-            top, idx = block.topk(min(k, block.shape[1]), dim=-1)
-            cands = BeamCandidates((top + cum[:, None]).tolist(), idx.tolist(), rows)
+            is_beam = upload([p.beam_size > 1 for p in rows.params], torch.bool, logits.device)
+            scores = torch.where(is_beam[:, None], logprobs, logits)
+        steps = [g.steps for g in self.groups for _ in g.beams]
+        process(scores, cfg, rows.params, steps, lambda: [h for g in self.groups for h in g.histories()])
+        return scores, logprobs
+
+    def _advance(self, choice: Choice) -> tuple[list[StepOutput], list[tuple[Group, int, int, list[int]]]]:
+        """Bookkeeping: every group takes its choice; what each request got, and the groups that go on as (group,
+        old first row, old width, parent of each new row)."""
         outputs, kept, row = [], [], 0
         for g in self.groups:
-            width = g.width
-            parents = g.advance(scores, logprobs, row, choice, picked, cands)
-            if g.width == 0:
+            width = len(g.beams)
+            parents = g.advance(choice, row)
+            if not g.beams:
                 outputs.append(StepOutput(g.request.id, _last(g, width), g.result()))
             else:
                 kept.append((g, row, width, parents))
-                outputs.append(StepOutput(g.request.id, g.beams[0][-1] if g.params.beam_size == 1 else None))
+                outputs.append(StepOutput(g.request.id, g.beams[0][-1] if g.request.params.beam_size == 1 else None))
             row += width
-        groups, _ = self._rearrange(kept)
-        tokens = torch.tensor([b[-1] for g in groups for b in g.beams], dtype=torch.long, device=self.tokens.device)
-        return DecodeBatch(groups, self.cache, tokens), outputs
+        return outputs, kept
 
 
 def place(spans: list[tuple[int, int, int]]) -> list[int]:
@@ -167,18 +169,6 @@ def place(spans: list[tuple[int, int, int]]) -> list[int]:
             return list(itertools.accumulate((new for _, _, new in spans[:-1]), initial=0))
         starts[i], gap[0], gap[1] = gap[0], gap[0] + width, gap[1] - width
     return starts
-
-
-class BeamCandidates:
-    """Per beam row: its best candidates' cumulative scores and token ids (python lists), by batch row."""
-
-    def __init__(self, scores: list[list[float]], tokens: list[list[int]], rows: Tensor | None):
-        self.scores, self.tokens = scores, tokens
-        self.position = None if rows is None else {r: i for i, r in enumerate(rows.tolist())}
-
-    def row(self, r: int) -> tuple[list[float], list[int]]:
-        i = r if self.position is None else self.position[r]
-        return self.scores[i], self.tokens[i]
 
 
 def _last(group: Group, width: int) -> int | None:

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from model.transfer import upload
+
 GROW = 32  # positions added when the self-attention buffer is full
 
 
@@ -39,9 +41,17 @@ class DecoderCache:
     mask_buf: Tensor  # (R, S_cap) bool, True for real source tokens
     len_buf: Tensor  # (R,) long: positions decoded so far
     rows: int  # live rows
-    src_len: int  # longest live source: cross-attention reads positions [0, src_len)
-    max_length: int  # python copy of lengths.max(), so steps need no device sync
-    uniform: bool = False  # every live row has decoded max_length positions (python copy, no sync)
+    # python copies of what the device holds, so that steps and row moves need no device sync:
+    src_lens: list[int]  # per live row, its source length
+    starts: list[int]  # per live row, `steps` when it had decoded nothing: its length is steps - start
+    steps: int = 0  # decode steps run
+    src_len: int = 0  # longest live source: cross-attention reads positions [0, src_len)
+    max_length: int = 0  # longest live length
+    uniform: bool = True  # every live row has decoded max_length positions
+    shape: tuple[int, int, int] | None = None  # a padded step's (rows, self positions, source positions): static shapes
+
+    def __post_init__(self) -> None:
+        self._measure()
 
     @classmethod
     def create(cls, cross_k: Tensor, cross_v: Tensor, src_mask: Tensor, capacity: int = GROW) -> DecoderCache:
@@ -49,7 +59,7 @@ class DecoderCache:
         n_layers, n, heads, s, dim = cross_k.shape
         buf = cross_k.new_zeros(n_layers, n, heads, capacity, dim)
         lengths = torch.zeros(n, dtype=torch.long, device=cross_k.device)
-        return cls(buf, buf.clone(), cross_k, cross_v, src_mask, lengths, n, s, 0, True)
+        return cls(buf, buf.clone(), cross_k, cross_v, src_mask, lengths, n, src_mask.sum(1).tolist(), [0] * n)
 
     # --- live views ----------------------------------------------------------------------------
     @property
@@ -88,36 +98,58 @@ class DecoderCache:
         return self.k_buf.shape[3]
 
     # --- one decode step -----------------------------------------------------------------------
+    # A step runs over `extent()`: the live rows and positions, or with `shape` set, fixed padded sizes (rows past
+    # the live ones compute unread garbage; keys past each row's length are masked), so that nothing changes shape
+    # from one step to the next and the step can be captured as a CUDA graph.
+    def extent(self) -> tuple[int, int, int]:
+        """(rows, self-attention positions, source positions) the next step computes over."""
+        return self.shape or (self.rows, self.max_length + 1, self.src_len)
+
     def ensure_capacity(self, needed: int) -> None:
         """Grow the self-attention buffers (amortised, never per step) to hold `needed` positions."""
         if needed > self.capacity:
             size = {3: max(needed, self.capacity + GROW)}
             self.k_buf, self.v_buf = _grown(self.k_buf, size), _grown(self.v_buf, size)
 
+    def positions(self) -> Tensor:
+        """(n,) long: the position each row of the step writes."""
+        return self.len_buf[: self.extent()[0]]
+
     def write(self, layer: int, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
-        """Store one new position per row (k, v: (N, H, D)); return the keys/values to attend over."""
-        t = self.max_length + 1
-        keys, values = self.self_k[layer], self.self_v[layer]  # (N, H, T_cap, D)
-        if self.uniform:  # all rows write the same position: a strided copy, no index_put
+        """Store one new position per row (k, v: (n, H, D)); return the keys/values to attend over."""
+        n, t, _ = self.extent()
+        keys, values = self.k_buf[layer, :n], self.v_buf[layer, :n]  # (n, H, T_cap, D)
+        if self.uniform and self.shape is None:  # all rows write the same position: a strided copy, no index_put
             keys[:, :, t - 1] = k
             values[:, :, t - 1] = v
         else:
-            rows = torch.arange(self.rows, device=k.device)
-            keys[rows, :, self.lengths] = k
-            values[rows, :, self.lengths] = v
-        return keys[:, :, :t], values[:, :, :t]  # (N, H, t, D)
+            rows, pos = torch.arange(n, device=k.device), self.positions()
+            keys[rows, :, pos] = k
+            values[rows, :, pos] = v
+        return keys[:, :, :t], values[:, :, :t]  # (n, H, t, D)
 
     def self_mask(self) -> Tensor | None:
         """Keys each row may see at the current step (None: all of them)."""
-        if self.uniform:
+        if self.uniform and self.shape is None:
             return None
-        t = self.max_length + 1
+        _, t, _ = self.extent()
         pos = torch.arange(t, device=self.len_buf.device)
-        return (pos[None, :] <= self.lengths[:, None])[:, None, None, :]  # (N, 1, 1, t)
+        return (pos[None, :] <= self.positions()[:, None])[:, None, None, :]  # (n, 1, 1, t)
+
+    def cross(self, layer: int) -> tuple[Tensor, Tensor]:
+        """This layer's cross-attention keys and values for the step, each (n, H, S, D)."""
+        n, _, s = self.extent()
+        return self.ck_buf[layer, :n, :, :s], self.cv_buf[layer, :n, :, :s]
+
+    def source_mask(self) -> Tensor:
+        """(n, S) bool: the source positions each row of the step may see."""
+        n, _, s = self.extent()
+        return self.mask_buf[:n, :s]
 
     def advance(self) -> None:
-        """Count the position just written."""
+        """Count the position just written (live rows only: padding rows stay where they are)."""
         self.lengths.add_(1)
+        self.steps += 1
         self.max_length += 1
 
     # --- rows join, leave and move, in place ---------------------------------------------------
@@ -129,15 +161,19 @@ class DecoderCache:
         self._reserve(len(parents), self.capacity, self.src_len)
         self._copy_rows(parents, (self.k_buf, self.v_buf), self.max_length)
         moved = self._copy_rows(sources, (self.ck_buf, self.cv_buf, self.mask_buf, self.len_buf), self.src_len)
+        if len(parents) < self.rows:  # rows that left start again at position 0 (padded steps still compute them)
+            self.len_buf[len(parents) : self.rows] = 0
         if moved or len(parents) != self.rows:  # beams reordering in their own rows keep lengths and sources
+            self.src_lens = [self.src_lens[i] for i in sources]
+            self.starts = [self.starts[i] for i in sources]
             self.rows = len(parents)
             self._measure()
 
     def append_(self, other: DecoderCache) -> None:
         """In place, other's rows join after this cache's rows."""
         n, m = self.rows, other.rows
-        self._reserve(n + m, other.capacity, other.src_len)
         t, s = other.max_length, other.src_len
+        self._reserve(n + m, t, s)
         new = slice(n, n + m)
         self.k_buf[:, new, :, :t] = other.self_k[:, :, :, :t]
         self.v_buf[:, new, :, :t] = other.self_v[:, :, :, :t]
@@ -146,9 +182,18 @@ class DecoderCache:
         self.mask_buf[new] = False
         self.mask_buf[new, :s] = other.src_mask
         self.len_buf[new] = other.lengths
-        self.uniform = (self.uniform or n == 0) and other.uniform and (n == 0 or self.max_length == other.max_length)
-        self.rows, self.src_len = n + m, max(self.src_len, s) if n else s
-        self.max_length = max(self.max_length, other.max_length) if n else other.max_length
+        self.src_lens = self.src_lens + other.src_lens
+        self.starts = self.starts + [self.steps - other.steps + start for start in other.starts]
+        self.rows = n + m
+        self._measure()
+
+    def relocate_(self, home: DecoderCache) -> None:
+        """Move the live rows into `home`'s buffers (allocated once, large enough) and use those from now on."""
+        home.rows, home.src_lens, home.starts = 0, [], []
+        home.len_buf.zero_()
+        home.append_(self)
+        self.k_buf, self.v_buf, self.ck_buf, self.cv_buf = home.k_buf, home.v_buf, home.ck_buf, home.cv_buf
+        self.mask_buf, self.len_buf = home.mask_buf, home.len_buf
 
     def _reserve(self, rows: int, positions: int, src_len: int) -> None:
         """Grow the buffers to hold at least these rows (a quarter more), self positions and source positions."""
@@ -167,9 +212,7 @@ class DecoderCache:
         moved = [i for i, p in enumerate(parents) if p != i]
         if not moved:
             return False
-        device = self.len_buf.device
-        dst = torch.tensor(moved, dtype=torch.long, device=device)
-        src = torch.tensor([parents[i] for i in moved], dtype=torch.long, device=device)
+        dst, src = upload([moved, [parents[i] for i in moved]], torch.long, self.len_buf.device)
         for buf in buffers:
             if buf.dim() > 2:  # advanced indexing: gathering from a sliced view with index_select copies all of it
                 buf[:, dst, :, :positions] = buf[:, src, :, :positions]
@@ -178,28 +221,26 @@ class DecoderCache:
         return True
 
     def _measure(self) -> None:
-        """Recompute the python copies (longest source, longest and uniform length) after rows changed."""
+        """Recompute the longest source, the longest length and whether all are equal, from the python copies."""
         if not self.rows:
             self.src_len, self.max_length, self.uniform = 0, 0, True
             return
-        lengths = self.lengths
-        self.src_len = int(self.mask_buf[: self.rows].sum(1).max())
-        self.max_length = int(lengths.max())
-        self.uniform = int(lengths.min()) == self.max_length
+        first = min(self.starts)
+        self.src_len, self.max_length, self.uniform = max(self.src_lens), self.steps - first, first == max(self.starts)
 
     # --- copying forms -------------------------------------------------------------------------
     def select(self, index: Tensor | Sequence[int]) -> DecoderCache:
         """A new compact cache of rows `index` in that order (drops and reorders rows in one gather)."""
-        index = torch.as_tensor(index, dtype=torch.long, device=self.len_buf.device)
-        rows = lambda buf: buf.index_select(1 if buf.dim() > 2 else 0, index)
-        out = DecoderCache(
+        index = torch.as_tensor(index, dtype=torch.long).tolist()
+        at = torch.tensor(index, dtype=torch.long, device=self.len_buf.device)
+        rows = lambda buf: buf.index_select(1 if buf.dim() > 2 else 0, at)
+        return DecoderCache(
             *(rows(b) for b in (self.k_buf, self.v_buf, self.ck_buf, self.cv_buf, self.mask_buf, self.len_buf)),
             rows=len(index),
-            src_len=self.src_len,
-            max_length=self.max_length,
+            src_lens=[self.src_lens[i] for i in index],
+            starts=[self.starts[i] for i in index],
+            steps=self.steps,
         )
-        out._measure()
-        return out
 
     def filter(self, keep: Sequence[int]) -> DecoderCache:
         """A new cache of only rows `keep`."""

@@ -13,6 +13,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from model.config import ModelConfig
+from model.description import Description
 from model.hf import KINDS, hf_config, hf_state, read_json, read_state
 from model.hf import generation_defaults as hf_defaults
 from model.hf_tokenizer import hf_tokenizer
@@ -23,29 +24,6 @@ from model.transformer import Seq2SeqTransformer
 
 FORMAT = "mt-server/1"
 HUB_FILES = ["*.json", "*.spm", "*.model", "model.safetensors", "pytorch_model.bin"]
-
-
-@dataclass
-class Description:
-    """A checkpoint without its weights: what the HTTP side needs (tokenizer, languages, defaults, limits)."""
-
-    path: Path
-    name: str
-    kind: str  # native | marian | m2m_100 | mbart
-    config: ModelConfig
-    tokenizer: Tokenizer
-    languages: Languages
-    defaults: GenerationDefaults
-
-    @property
-    def source_lang(self) -> str:
-        """The source language ("mul" for several)."""
-        return self.languages.source
-
-    @property
-    def target_lang(self) -> str:
-        """The target language ("mul" for several)."""
-        return self.languages.target
 
 
 @dataclass
@@ -183,11 +161,15 @@ def _network(desc: Description) -> Seq2SeqTransformer:
         model = Seq2SeqTransformer(desc.config)
         _load_strict(model, _native_state(model, desc.path))
         return model
-    state = read_state(desc.path)
+    return hf_network(desc.config, read_state(desc.path))
+
+
+def hf_network(cfg: ModelConfig, state: dict[str, torch.Tensor]) -> Seq2SeqTransformer:
+    """Our network with a Hugging Face model's tensors (`cfg`: its config as ours, from `hf_config`)."""
     bias = state.get("final_logits_bias")
     if bias is not None and not bias.any():  # OPUS-MT ships zeros: skipping them spares a (N, V) pass per step
         state = {k: v for k, v in state.items() if k != "final_logits_bias"}
-    cfg = ModelConfig.from_dict({**desc.config.to_dict(), "final_logits_bias": "final_logits_bias" in state})
+    cfg = ModelConfig.from_dict({**cfg.to_dict(), "final_logits_bias": "final_logits_bias" in state})
     model = Seq2SeqTransformer(cfg)
     _load_strict(model, hf_state(state, cfg))
     return model

@@ -1,13 +1,39 @@
-"""Logit processing over a batch whose rows each carry their own parameters."""
+"""Logit processing: per-row processors turn a step's logits into the scores its token choice ranks."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import torch
 from torch import Tensor
 
+from model.config import ModelConfig
 from model.params import DecodeParams
+from model.transfer import upload
 
 NEG_INF = float("-inf")
+
+
+def process(
+    scores: Tensor,
+    cfg: ModelConfig,
+    params: list[DecodeParams],
+    steps: list[int],
+    histories: Callable[[], list[list[int]]],
+) -> Tensor:
+    """Every processor, in place, each row with its own parameters and the tokens it generated so far (`steps`);
+    `histories` gives the rows' decoder inputs, computed only when a processor reads them."""
+    scores[:, cfg.pad_id] = NEG_INF  # padding and the decoder start are never generated
+    if cfg.decoder_start_id != cfg.eos_id:  # NLLB/M2M100 start from EOS
+        scores[:, cfg.decoder_start_id] = NEG_INF
+    early = [s < p.min_new_tokens for s, p in zip(steps, params, strict=True)]
+    if any(early):
+        suppress(scores, cfg.eos_id, upload(early, torch.bool, scores.device))
+    if any(needs_penalties(p) for p in params):
+        apply_penalties(scores, histories(), params)
+    if any(p.forced_bos_id is not None or p.forced_eos for p in params):
+        force(scores, [p.forced_token(s, cfg.eos_id) for s, p in zip(steps, params, strict=True)])
+    return scores
 
 
 def banned_ngram_tokens(history: list[int], n: int) -> list[int]:
@@ -32,15 +58,15 @@ def apply_penalties(scores: Tensor, histories: list[list[int]], params: list[Dec
     """Repetition penalty, no-repeat n-grams and bad words, row by row, only where asked for (in place)."""
     for row, (history, p) in enumerate(zip(histories, params, strict=True)):
         if p.repetition_penalty != 1.0 and history:
-            ids = torch.tensor(sorted(set(history)), device=scores.device)
+            ids = upload(sorted(set(history)), torch.long, scores.device)
             s = scores[row, ids]
             scores[row, ids] = torch.where(s < 0, s * p.repetition_penalty, s / p.repetition_penalty)
         if p.no_repeat_ngram_size:
             banned = banned_ngram_tokens(history, p.no_repeat_ngram_size)
             if banned:
-                scores[row, banned] = NEG_INF
+                scores[row, upload(banned, torch.long, scores.device)] = NEG_INF
         if p.bad_words_ids and (banned := banned_words(history, p.bad_words_ids)):
-            scores[row, banned] = NEG_INF
+            scores[row, upload(banned, torch.long, scores.device)] = NEG_INF
     return scores
 
 
@@ -49,9 +75,9 @@ def force(scores: Tensor, tokens: list[int | None]) -> Tensor:
     as transformers' ForcedBOS/ForcedEOS processors do."""
     rows = [r for r, t in enumerate(tokens) if t is not None]
     if rows:
-        index = torch.tensor(rows, device=scores.device)
+        index, forced = upload([rows, [tokens[r] for r in rows]], torch.long, scores.device)
         scores.index_fill_(0, index, NEG_INF)
-        scores[index, torch.tensor([tokens[r] for r in rows], device=scores.device)] = 0.0
+        scores[index, forced] = 0.0
     return scores
 
 
@@ -59,23 +85,3 @@ def suppress(scores: Tensor, token: int, rows: Tensor) -> Tensor:
     """Forbid `token` in the rows where `rows` is True (in place)."""
     scores[:, token].masked_fill_(rows, NEG_INF)
     return scores
-
-
-def warp(logits: Tensor, temperature: float, top_k: int, top_p: float) -> Tensor:
-    """Temperature, then top-k, then nucleus (top-p) filtering of one row's logits (V,)."""
-    logits = logits / temperature
-    if 0 < top_k < logits.shape[-1]:
-        kth = torch.topk(logits, top_k).values[-1]
-        logits = logits.masked_fill(logits < kth, NEG_INF)
-    if top_p < 1.0:
-        sorted_logits, order = torch.sort(logits, descending=True)
-        cum = sorted_logits.softmax(-1).cumsum(-1)
-        drop = cum - sorted_logits.softmax(-1) >= top_p  # keep the smallest prefix reaching top_p
-        logits = logits.masked_fill(drop.scatter(0, order, drop), NEG_INF)
-    return logits
-
-
-def sample(logits: Tensor, p: DecodeParams, generator: torch.Generator | None) -> int:
-    """Draw one token from a row's warped distribution with the request's own generator."""
-    probs = warp(logits.float(), p.temperature, p.top_k, p.top_p).softmax(-1)
-    return int(torch.multinomial(probs, 1, generator=generator))

@@ -4,16 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import torch
-from torch import Tensor
 
-if TYPE_CHECKING:
-    from model.batch import BeamCandidates
-
+from model.choice import Choice
 from model.params import DecodeParams
-from model.processors import sample
 
 DEAD = -1.0e9
 
@@ -80,27 +75,17 @@ class Group:
         """Decoder inputs per row (start token included), as penalties see them."""
         return [[self.start_id, *b] for b in self.beams]
 
-    def advance(
-        self,
-        scores: Tensor,
-        logprobs: Tensor | None,
-        first_row: int,
-        choice: list[int] | None,
-        picked: list[float] | None,
-        cands: BeamCandidates | None,
-    ) -> list[int]:
-        """Choose this step's tokens; return parent rows (global) of the rows that go on."""
-        if self.params.beam_size == 1:
-            return self._advance_single(scores, logprobs, first_row, choice, picked)
-        return self._advance_beams(cands, first_row, scores.shape[1])
+    def advance(self, choice: Choice, first_row: int) -> list[int]:
+        """Take this step's choice for the group's rows; return the parent rows (global) of the rows that go on."""
+        if self.request.params.beam_size == 1:
+            picked = None if choice.logprobs is None else choice.logprobs[first_row]
+            return self._advance_single(choice.tokens[first_row], picked, first_row)
+        return self._advance_beams(choice.candidates[first_row], first_row)
 
-    def _advance_single(
-        self, scores: Tensor, logprobs: Tensor | None, row: int, choice: list[int] | None, picked: list[float] | None
-    ) -> list[int]:
-        """Greedy or sampled next token for a one-row request."""
-        token = sample(scores[row], self.params, self.generator) if self.params.sampling else choice[row]
+    def _advance_single(self, token: int, logprob: float | None, row: int) -> list[int]:
+        """The greedy or sampled next token of a one-row request."""
         if self.params.return_scores:
-            self.scores[0] += float(logprobs[row, token]) if self.params.sampling else picked[row]
+            self.scores[0] += logprob
         self.steps += 1
         if token == self.eos_id or self.steps >= self.params.max_new_tokens:
             self.finished = [self._hypothesis(self.beams[0], token, self.scores[0], self.steps)]
@@ -118,18 +103,12 @@ class Group:
         normalised = score / (length**self.params.length_penalty) if self.params.scored else None
         return Hypothesis(tokens, normalised, reason)
 
-    def _advance_beams(self, cands: BeamCandidates, first_row: int, vocab: int) -> list[int]:
-        """One beam-search step with transformers' semantics (2·B candidates, top-B finish, heuristic stop)."""
-        p, width = self.params, self.width
-        pool = []
-        for parent in range(width):
-            row_scores, row_tokens = cands.row(first_row + parent)
-            tie = self.ranks[parent] * vocab  # equal scores: the better-ranked beam first, as in a flat top-k
-            pool.extend((s, tie + t, parent, t) for s, t in zip(row_scores, row_tokens, strict=True))
-        pool.sort(key=lambda c: (-c[0], c[1]))
-        length = self.steps + 1
+    def _advance_beams(self, pool: list[tuple[float, int, int]], first_row: int) -> list[int]:
+        """One beam-search step with transformers' semantics (2·B candidates, top-B finish, heuristic stop) over the
+        group's best candidates (cumulative score, parent, token), best first."""
+        p, length = self.params, self.steps + 1
         chosen = []  # (score, parent, token) of the beams that go on, best first
-        for rank, (score, _, parent, token) in enumerate(pool[: min(2 * p.beam_size, width * vocab)]):
+        for rank, (score, parent, token) in enumerate(pool):
             if token == self.eos_id or length >= p.max_new_tokens:
                 if rank < p.beam_size and self.can_improve and score > DEAD / 2:
                     self.finished.append(self._hypothesis(self.beams[parent], token, score, length))

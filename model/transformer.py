@@ -77,7 +77,7 @@ class DecoderLayer(nn.Module):
             return self.self_attn(h, keys, values, self_bias)
 
         x = self.self_block(x, self_attend)
-        x = self.cross_block(x, lambda h: self.cross_attn(h, cache.cross_k[layer], cache.cross_v[layer], src_bias))
+        x = self.cross_block(x, lambda h: self.cross_attn(h, *cache.cross(layer), src_bias))
         return self.ffn_block(x, self.ffn)
 
 
@@ -171,13 +171,19 @@ class Seq2SeqTransformer(nn.Module):
         if cache.max_length >= self.cfg.max_positions:
             raise ValueError(f"decoder position {cache.max_length} exceeds max_positions={self.cfg.max_positions}")
         cache.ensure_capacity(cache.max_length + 1)
-        x = self._embed("tgt", tokens, cache.lengths)[:, None]  # (N, 1, d_model)
-        visible = cache.self_mask()  # (N, 1, 1, t) bool, or None when every row sees every position
+        logits = self.step_logits(tokens, cache)
+        cache.advance()
+        return logits
+
+    def step_logits(self, tokens: Tensor, cache: DecoderCache) -> Tensor:
+        """The device work of a decode step over the cache's step extent: tokens (n,) -> logits (n, V). It changes no
+        host state (the cache advances after it), so a CUDA graph can capture it."""
+        x = self._embed("tgt", tokens, cache.positions())[:, None]  # (n, 1, d_model)
+        visible = cache.self_mask()  # (n, 1, 1, t) bool, or None when every row sees every position
         self_bias = None if visible is None else additive_mask(visible, x.dtype)
-        src_bias = additive_mask(cache.src_mask, x.dtype)[:, None, None, :]  # (N, 1, 1, S)
+        src_bias = additive_mask(cache.source_mask(), x.dtype)[:, None, None, :]  # (n, 1, 1, S)
         for i, layer in enumerate(self.decoder):
             x = layer.step(x, cache, i, self_bias, src_bias)
-        cache.advance()
         return self._logits(x[:, 0])
 
     def decode(self, tgt_in: Tensor, memory: Tensor, src_mask: Tensor) -> Tensor:

@@ -23,16 +23,18 @@ def free_port() -> int:
 
 
 class ServerProcess:
-    """A server subprocess and its base URL; logs go to a file for post-mortems."""
+    """A server subprocess and its base URL; logs go to a file for post-mortems. It runs on the CPU unless the
+    arguments name a --device (on a GPU machine the server would pick cuda and bfloat16)."""
 
-    def __init__(self, *args: str, env: dict[str, str] | None = None, log: Path | None = None):
+    def __init__(self, *args: str, env: dict[str, str] | None = None, log: Path | None = None, cwd: Path = ROOT):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = log or Path(f"/tmp/mt-server-{self.port}.log")
-        cmd = [sys.executable, "-m", "app", "--host", "127.0.0.1", "--port", str(self.port), *args]
+        device = () if "--device" in args else ("--device", "cpu")  # tests compare with offline CPU float32
+        cmd = [sys.executable, "-m", "app", "--host", "127.0.0.1", "--port", str(self.port), *device, *args]
         full_env = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1", **(env or {})}
         self.log_file = self.log_path.open("w")
-        self.proc = subprocess.Popen(cmd, cwd=ROOT, env=full_env, stdout=self.log_file, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(cmd, cwd=cwd, env=full_env, stdout=self.log_file, stderr=subprocess.STDOUT)
 
     def wait(self, path: str = "/health/ready", timeout: float = 120.0) -> ServerProcess:
         """Block until `path` answers 200 (raises with the log tail on timeout or exit)."""
@@ -47,6 +49,12 @@ class ServerProcess:
                 pass
             time.sleep(0.1)
         raise TimeoutError(f"{path} not 200 after {timeout}s:\n{self.log_tail()}")
+
+    def processes(self) -> tuple[list[int], list[int]]:
+        """(engine core pids, HTTP worker pids) of the launcher."""
+        pids = [p for p in children(self.proc.pid) if is_python_child(p)]
+        cores = [p for p in pids if maps_torch(p)]
+        return cores, [p for p in pids if p not in cores]
 
     def log_tail(self, lines: int = 40) -> str:
         """The end of the server's log."""
@@ -67,3 +75,46 @@ class ServerProcess:
             self.proc.wait()
         self.log_file.close()
         return self.proc.returncode
+
+
+def children(pid: int) -> list[int]:
+    """Process ids whose parent is `pid` (Linux /proc)."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat[stat.rindex(")") + 2 :].split()[1]) == pid:
+                out.append(int(entry.name))
+    return out
+
+
+def maps_torch(pid: int) -> bool:
+    """True when the process has loaded libtorch (an engine core; never an HTTP worker)."""
+    return "libtorch" in Path(f"/proc/{pid}/maps").read_text()
+
+
+def is_python_child(pid: int) -> bool:
+    """A spawned server process (not multiprocessing's resource tracker)."""
+    return "spawn_main" in Path(f"/proc/{pid}/cmdline").read_text().replace("\0", " ")
+
+
+def connections(pid: int, port: int) -> int:
+    """Established TCP connections of process `pid` on local `port`."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    count = 0
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            local, state, inode = fields[1], fields[3], fields[9]
+            count += int(local.rsplit(":", 1)[1], 16) == port and state == "01" and inode in inodes
+    return count

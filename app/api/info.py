@@ -6,13 +6,14 @@ import dataclasses
 from importlib.metadata import PackageNotFoundError, version
 
 from fastapi import APIRouter, Response
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST
 
 from app.api.translate import ServiceDep
 from app.languages import listing
 from app.schemas import Language
 
 router = APIRouter()
+
 
 def _version() -> str:
     """The installed package version."""
@@ -34,8 +35,7 @@ async def info(service: ServiceDep) -> dict:
     s = service.settings
     models = []
     for entry in service.models.values():
-        m, ck = entry.checkpoint.model, entry.checkpoint
-        p = next(m.parameters())
+        ck = entry.checkpoint
         waiting, running = entry.engine.load
         models.append(
             {
@@ -46,10 +46,10 @@ async def info(service: ServiceDep) -> dict:
                 "languages": {"sources": list(ck.languages.sources), "targets": list(ck.languages.targets)},
                 "generation": dataclasses.asdict(ck.defaults),
                 "path": str(ck.path),
-                "parameters": sum(t.numel() for t in m.parameters()),
-                "dtype": str(p.dtype).removeprefix("torch."),
-                "device": str(p.device),
-                "architecture": m.cfg.to_dict(),
+                "parameters": entry.card.parameters,
+                "dtype": entry.card.dtype,
+                "device": entry.card.device,
+                "architecture": ck.config.to_dict(),
                 "waiting": waiting,
                 "running": running,
             }
@@ -76,4 +76,4 @@ async def info(service: ServiceDep) -> dict:
 @router.get("/metrics")
 async def metrics(service: ServiceDep) -> Response:
     """Prometheus text format."""
-    return Response(generate_latest(service.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+    return Response(service.metrics.render(), media_type=CONTENT_TYPE_LATEST)

@@ -12,15 +12,14 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import ValidationError
 from starlette.types import Receive, Scope, Send
 
-from app.engine.request import Event
 from app.errors import ApiError, describe_validation, error_body
-from app.job import Item, Job
+from app.job import Event, Item, Job
 from app.languages import detect_source
 from app.schemas import ErrorBody, TranslateRequest, TranslateResponse
 from app.service import Service
 from app.settings import Settings
 from app.text import html_layout, plain_layout
-from model.checkpoint import Description
+from model.description import Description
 from model.params import DecodeParams
 
 router = APIRouter()
@@ -158,7 +157,7 @@ def build_job(body: TranslateRequest, service: Service) -> Job:
     ck = entry.checkpoint
     params = decode_params(body, s, ck, body.target)
     prefix = ck.languages.prefix(source, body.target)
-    return Job(entry, layouts, params, s.max_input_tokens, prefix=prefix, detected=detected)
+    return Job(entry, layouts, params, s.max_input_tokens, body.stream, prefix=prefix, detected=detected)
 
 
 def alternatives(job: Job, item: Item, n: int) -> list[str]:
@@ -184,7 +183,7 @@ def response_body(job: Job, body: TranslateRequest) -> dict:
         score = sum(h.score for h in hyps) / max(len(hyps), 1) if body.parameters.return_scores else None
         details.append(
             {
-                "model": job.entry.name,
+                "model": job.entry.checkpoint.name,
                 "input_tokens": sum(len(u.ids) for u in item.units),
                 "generated_tokens": sum(len(h.tokens) for h in hyps),
                 "finish_reason": reason,
@@ -232,8 +231,9 @@ async def translate(request: Request, service: ServiceDep):
     job = build_job(body, service)
     service.inflight += 1
     try:
-        job.submit()
+        await job.submit()
     except BaseException:
+        job.abort()
         service.inflight -= 1
         raise
     if body.stream:
@@ -290,7 +290,8 @@ def token_event(job: Job, i: int, u: int, ev: Event) -> str:
     delta = job.apply(i, u, ev)
     if not delta or not job.streams_tokens:
         return ""
-    data = {"index": i, "token": {"id": getattr(ev, "token_id", None), "text": delta}, "text": job.items[i].streamed}
+    token = ev if isinstance(ev, int) else None
+    data = {"index": i, "token": {"id": token, "text": delta}, "text": job.items[i].streamed}
     return event("token", data)
 
 

@@ -1,17 +1,12 @@
-"""A request as the engine sees it: token ids, parameters, status, timings and where its events go."""
+"""A request as the engine core sees it: token ids, parameters, which front asked, status and timings."""
 
 from __future__ import annotations
 
 import enum
-import itertools
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from model.params import DecodeParams
-from model.search import Hypothesis
-
-_ids = itertools.count()
 
 
 class Status(enum.Enum):
@@ -22,47 +17,25 @@ class Status(enum.Enum):
     FINISHED = "finished"
 
 
-@dataclass(frozen=True)
-class Token:
-    """A new token of a one-row request."""
-
-    token_id: int
-
-
-@dataclass(frozen=True)
-class Finished:
-    """The request's final hypotheses (best first) and why it stopped."""
-
-    hypotheses: list[Hypothesis]
-    finish_reason: str  # eos | length | aborted
-    queue_s: float
-    total_s: float
-
-
-@dataclass(frozen=True)
-class Failed:
-    """The model failed on this request."""
-
-    message: str
-    error_type: str = "generation"
-
-
-Event = Token | Finished | Failed
-
-
 @dataclass(eq=False)
 class EngineRequest:
-    """One text to translate; `emit` is called from the engine thread for every event."""
+    """One text to translate for one front; `key` (front, id) names it in the decode batch."""
 
     src: list[int]
     params: DecodeParams
-    emit: Callable[[Event], None]
-    id: int = field(default_factory=lambda: next(_ids))
-    arrival: float = field(default_factory=time.perf_counter)
+    id: int = 0  # the front's id for it
+    front: bytes = b""  # the front's routing id
+    stream: bool = False  # the front wants every token, not only the result
+    arrival: float = field(default_factory=time.monotonic)
     admitted: float | None = None
     last_token: float | None = None
     status: Status = Status.WAITING
     aborted: bool = False
+
+    @property
+    def key(self) -> tuple[bytes, int]:
+        """Unique among the core's requests (ids are unique per front)."""
+        return self.front, self.id
 
     @property
     def reserved_tokens(self) -> int:

@@ -5,11 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from app.engine.engine import Engine
-from app.engine.scheduler import Limits
-from app.metrics import Metrics
 from model.checkpoint import Checkpoint, load
-from tests.app.inprocess import POISON, Faulty
+from tests.app.inprocess import POISON, CoreThread, Faulty, make_core
 from tests.server import ServerProcess
 
 torch.set_num_threads(1)  # like the server (OMP_NUM_THREADS=1): same kernels, same floating-point results
@@ -47,9 +44,8 @@ def faulty(checkpoint) -> Faulty:
 
 
 @pytest.fixture
-def engine(faulty):
-    """A running engine over the faulty model (8 rows, a 20 ms gathering window)."""
-    e = Engine("en-es", faulty, Limits(8, 65536, 4096), Metrics(), max_queue=64, max_wait_ms=20)
-    e.start()
-    yield e
-    e.stop()
+def served(faulty, checkpoint):
+    """An engine core over the faulty model (8 rows, a 20 ms gathering window), served from a thread."""
+    core_thread = CoreThread(make_core(faulty, max_wait_ms=20), checkpoint)
+    yield core_thread
+    core_thread.stop()

@@ -1,16 +1,22 @@
-"""In-process pieces for the engine and app tests: a model that fails on demand, event listeners, a Service."""
+"""In-process pieces for the engine and app tests: a model that fails on demand, an engine core driven by hand or
+served over ZeroMQ from a thread, and a front Service connected to it."""
 
 from __future__ import annotations
 
-import dataclasses
+import os
+import tempfile
 import threading
 import time
 
 import torch
 
-from app.engine.engine import Engine
-from app.engine.request import EngineRequest, Failed, Finished, Token
-from app.service import ModelEntry, Service
+from app.engine.card import ModelCard
+from app.engine.core import EngineCore
+from app.engine.messages import Submit, Unit, Update
+from app.engine.proc import serve
+from app.engine.scheduler import Limits
+from app.metrics import Metrics
+from app.service import Service
 from app.settings import Settings
 from model.generate import generate
 from model.params import DecodeParams
@@ -18,6 +24,7 @@ from model.search import Request
 
 TEXTS = ["the cat sleeps", "a big red dog runs in the city", "hello world", "the small green tree eats"]
 POISON = "naïve café über niño"
+FRONT = b"front"
 
 
 class Faulty:
@@ -48,32 +55,30 @@ class Faulty:
         return self.model.decode_step(tokens, cache)
 
 
-class Listener:
-    """Collects one request's events (called from the engine thread)."""
-
-    def __init__(self):
-        self.events: list = []
-        self.done = threading.Event()
-
-    def __call__(self, event) -> None:
-        self.events.append(event)
-        if isinstance(event, Finished | Failed):
-            self.done.set()
-
-    def last(self, timeout: float = 30):
-        """The final event."""
-        assert self.done.wait(timeout), "no final event"
-        return self.events[-1]
-
-    @property
-    def tokens(self) -> list[int]:
-        return [e.token_id for e in self.events if isinstance(e, Token)]
+class Fatal(BaseException):
+    """Something the engine core cannot survive."""
 
 
-def make_request(checkpoint, text: str, **params) -> tuple[EngineRequest, Listener]:
-    """An engine request for `text` and its listener."""
-    listener = Listener()
-    return EngineRequest(checkpoint.tokenizer.encode(text), DecodeParams(**params), listener), listener
+def make_core(model, max_queue: int = 64, max_wait_ms: float = 0, rows: int = 8) -> EngineCore:
+    """An engine core over `model` (8 rows) with its own metrics."""
+    return EngineCore("en-es", model, Limits(rows, 65536, 4096), Metrics(), max_queue, max_wait_ms)
+
+
+def submit(core: EngineCore, checkpoint, texts: list[str], first: int, stream: bool = False, **params) -> list[int]:
+    """Queue `texts` as one job of FRONT with unit ids first, first+1, ...; the ids."""
+    units = [Unit(first + k, checkpoint.tokenizer.encode(t)) for k, t in enumerate(texts)]
+    core.submit(FRONT, Submit(first, DecodeParams(**params), units, stream, time.monotonic()))
+    return [u.id for u in units]
+
+
+def rounds(core: EngineCore, limit: int = 10_000) -> list[Update]:
+    """Run rounds until the core is idle (or `limit` rounds); FRONT's Update of each round (empty when none)."""
+    out = []
+    while (wait := core.wait_s()) is not None and len(out) < limit:
+        time.sleep(wait)
+        core.run_round()
+        out.append(core.flush().get(FRONT, Update()))
+    return out
 
 
 def oracle(checkpoint, text: str, **params):
@@ -81,14 +86,33 @@ def oracle(checkpoint, text: str, **params):
     return generate(checkpoint.model, [Request(0, checkpoint.tokenizer.encode(text), DecodeParams(**params))])[0]
 
 
-class Fatal(BaseException):
-    """Something the engine cannot survive."""
+class CoreThread:
+    """An engine core served over ZeroMQ from a thread of this process, as its process would serve it."""
+
+    def __init__(self, core: EngineCore, checkpoint):
+        self.core = core
+        self.address = f"ipc://{tempfile.mkdtemp(prefix='mt-test-')}/core.sock"
+        self.stop_r, self.stop_w = os.pipe()
+        card = ModelCard.of(checkpoint)
+        self.thread = threading.Thread(target=self._serve, args=(card,), daemon=True)
+        self.thread.start()
+
+    def _serve(self, card: ModelCard) -> None:
+        try:
+            serve(self.core, card, self.address, self.stop_r)
+        except Fatal:
+            pass  # the thread ends as a crashed core process would: socket closed, nothing announced
+
+    def stop(self) -> None:
+        """Tell the loop to stop, as the launcher does, and wait for it."""
+        if self.stop_w is not None:
+            os.close(self.stop_w)
+            self.stop_w = None
+        self.thread.join(10)
 
 
-def service_with(checkpoint, model, engine: Engine, **settings) -> Service:
-    """A loaded Service whose only model is `model` run by `engine` (no background loading)."""
-    service = Service(Settings(**settings))
-    service.metrics = engine.metrics
-    service.models = {"en-es": ModelEntry(dataclasses.replace(checkpoint, model=model), engine)}
-    service.loaded = True
+def service_with(core_thread: CoreThread, **settings) -> Service:
+    """A front Service connected to the core thread, sharing its metrics (one process, one registry)."""
+    service = Service(Settings(**settings), [core_thread.address])
+    service.metrics = core_thread.core.metrics
     return service

@@ -1,98 +1,173 @@
-"""The engine in-process over the tiny model: results equal the offline oracle, aborts, the queue limit and
-fault isolation (a poisoned input fails alone; a failed decode step fails the batch but not the engine)."""
+"""The engine core driven by hand over the tiny model: results equal the offline oracle, one Update per round with
+tokens only for streaming requests, aborts, the queue limit, and fault isolation (a poisoned input fails alone; a
+failed decode step, join or filter fails the requests it touched and the core goes on)."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
+import torch
 
-from app.engine.engine import Engine, Overloaded
-from app.engine.request import Failed, Finished
-from app.engine.scheduler import Limits
-from app.metrics import Metrics
-from tests.app.inprocess import POISON, TEXTS, make_request, oracle
+from model.batch import DecodeBatch
+from tests.app.inprocess import POISON, TEXTS, make_core, oracle, rounds, submit
+
+CASES = [
+    {"max_new_tokens": 40},
+    {"beam_size": 3, "num_hypotheses": 2, "max_new_tokens": 40},
+    {"sampling": True, "temperature": 1.3, "seed": 4, "max_new_tokens": 40},
+    {"min_new_tokens": 10, "max_new_tokens": 12},
+]
 
 
-def test_results_equal_offline_generate(engine, checkpoint):
-    """Mixed requests decoded together give the oracle's hypotheses; greedy/sampling tokens stream one by one."""
-    cases = [
-        {"max_new_tokens": 40},
-        {"beam_size": 3, "num_hypotheses": 2, "max_new_tokens": 40},
-        {"sampling": True, "temperature": 1.3, "seed": 4, "max_new_tokens": 40},
-        {"min_new_tokens": 10, "max_new_tokens": 12},
-    ]
-    pairs = [make_request(checkpoint, t, **p) for t, p in zip(TEXTS, cases, strict=True)]
-    engine.submit(*(r for r, _ in pairs))
-    for (_, listener), text, params in zip(pairs, TEXTS, cases, strict=True):
-        final = listener.last()
-        assert isinstance(final, Finished)
-        expected = oracle(checkpoint, text, **params)
+def results(updates) -> dict:
+    """Every result by unit id."""
+    return {r.id: r for u in updates for r in u.results}
+
+
+def tokens(updates, unit: int) -> list[int]:
+    """The tokens streamed to one unit, in order."""
+    return [t for u in updates for i, t in zip(u.ids, u.tokens, strict=True) if i == unit]
+
+
+def test_results_equal_offline_generate(checkpoint):
+    """Mixed requests decoded together give the oracle's hypotheses; only streaming ones get their tokens."""
+    core = make_core(checkpoint.model)
+    for k, (text, params) in enumerate(zip(TEXTS, CASES, strict=True)):
+        submit(core, checkpoint, [text], first=10 * (k + 1), stream=k % 2 == 0, **params)
+    updates = rounds(core)
+    got = results(updates)
+    for k, (text, params) in enumerate(zip(TEXTS, CASES, strict=True)):
+        final, expected = got[10 * (k + 1)], oracle(checkpoint, text, **params)
         assert [h.tokens for h in final.hypotheses] == [h.tokens for h in expected]
         assert final.finish_reason == expected[0].finish_reason
         assert final.hypotheses[0].score == pytest.approx(expected[0].score, abs=1e-4)
-        if params.get("beam_size", 1) == 1:
-            assert listener.tokens == expected[0].tokens
-        else:
-            assert listener.tokens == []  # beams stream nothing
+        streamed = expected[0].tokens if k % 2 == 0 and params.get("beam_size", 1) == 1 else []
+        assert tokens(updates, 10 * (k + 1)) == streamed  # beams and non-streaming requests: no tokens
         assert 0 <= final.queue_s <= final.total_s
-    m = engine.metrics
+    m = core.metrics
     assert m.requests.labels("en-es", "eos")._value.get() + m.requests.labels("en-es", "length")._value.get() == 4
 
 
-def test_abort_frees_the_rows(engine, checkpoint):
-    """An aborted running request finishes as 'aborted' at the next step; the others are untouched."""
-    long_req, long_l = make_request(checkpoint, TEXTS[0], max_new_tokens=255, min_new_tokens=255)
-    short_req, short_l = make_request(checkpoint, TEXTS[1], max_new_tokens=40)
-    engine.submit(long_req, short_req)
-    deadline = time.monotonic() + 10
-    while len(long_l.tokens) < 3 and time.monotonic() < deadline:
-        time.sleep(0.001)
-    engine.abort(long_req)
-    final = long_l.last()
-    assert isinstance(final, Finished) and final.finish_reason == "aborted" and final.hypotheses == []
-    assert len(long_l.tokens) < 255
-    assert [h.tokens for h in short_l.last().hypotheses] == [oracle(checkpoint, TEXTS[1], max_new_tokens=40)[0].tokens]
-    assert engine.load == (0, 0)
-    assert engine.metrics.running._value.get() == 0 and engine.metrics.cache_tokens._value.get() == 0
+def test_tokens_only_for_streams_one_message_per_round(checkpoint):
+    """30 forced steps: a JSON request gets 2 messages (accepted, result) and no token; 8 streams get one message
+    per step carrying a token for each of them; the ITL histogram counts every token after a request's first."""
+    forced = {"min_new_tokens": 30, "max_new_tokens": 30}
+    core = make_core(checkpoint.model)
+    submit(core, checkpoint, [TEXTS[0]], first=1, **forced)
+    updates = rounds(core)
+    assert len(updates) == 30
+    assert [(len(u.accepted), len(u.ids), len(u.results)) for u in updates if u] == [(1, 0, 0), (0, 0, 1)]
+    submit(core, checkpoint, [TEXTS[k % 4] for k in range(8)], first=100, stream=True, **forced)
+    updates = rounds(core)
+    assert len(updates) == 30 and all(sorted(u.ids) == list(range(100, 108)) for u in updates)
+    assert sum(len(u.results) for u in updates) == 8
+    sample = core.metrics.registry.get_sample_value
+    assert sample("mt_inter_token_latency_seconds_count") == 29 * 9  # 29 gaps per request, 9 requests
+    assert sample("mt_inter_token_latency_seconds_bucket", {"le": "+Inf"}) == 29 * 9
+    assert 0 < sample("mt_inter_token_latency_seconds_sum") < 60
 
 
-def test_queue_limit(checkpoint, faulty):
-    """A full queue refuses at once; a job's requests enter together or not at all."""
-    e = Engine("en-es", faulty, Limits(8, 65536, 4096), Metrics(), max_queue=2, max_wait_ms=0)  # not started
-    three = [make_request(checkpoint, t)[0] for t in TEXTS[:3]]
-    e.submit(*three)  # room when it arrives: the whole job is queued
-    with pytest.raises(Overloaded):
-        e.submit(make_request(checkpoint, TEXTS[3])[0])
-    assert len(e.scheduler.waiting) == 3 and e.metrics.waiting._value.get() == 3
+def test_abort_frees_the_rows(checkpoint):
+    """An aborted running request leaves at the next round, sends nothing more; the others are untouched."""
+    core = make_core(checkpoint.model)
+    (long,) = submit(core, checkpoint, [TEXTS[0]], first=1, stream=True, max_new_tokens=255, min_new_tokens=255)
+    (short,) = submit(core, checkpoint, [TEXTS[1]], first=2, max_new_tokens=40)
+    before = rounds(core, limit=3)
+    core.abort(b"front", [long])
+    after = rounds(core)
+    assert len(tokens(before, long)) == 3 and tokens(after, long) == []
+    assert long not in results(after)
+    assert [h.tokens for h in results(after)[short].hypotheses] == [
+        oracle(checkpoint, TEXTS[1], max_new_tokens=40)[0].tokens
+    ]
+    assert core.load == (0, 0) and core.reserved == 0
+    m = core.metrics
+    assert m.requests.labels("en-es", "aborted")._value.get() == 1
+    assert m.running._value.get() == 0 and m.cache_tokens._value.get() == 0
 
 
-def test_encode_failure_fails_only_that_request(engine, faulty, checkpoint):
-    """A source that makes encode raise: that request gets Failed(generation), its batch-mates succeed."""
-    pairs = [make_request(checkpoint, t, max_new_tokens=30) for t in (TEXTS[0], POISON, TEXTS[1])]
-    engine.submit(*(r for r, _ in pairs))
-    (_, good1), (_, bad), (_, good2) = pairs
-    failed = bad.last()
-    assert isinstance(failed, Failed)
-    assert failed.error_type == "generation" and "poisoned input" in failed.message
-    for listener, text in ((good1, TEXTS[0]), (good2, TEXTS[1])):
-        assert listener.last().hypotheses[0].tokens == oracle(checkpoint, text, max_new_tokens=30)[0].tokens
+def test_queue_limit(checkpoint):
+    """A full queue refuses a whole job at once; a job's units enter together, even past the limit."""
+    core = make_core(checkpoint.model, max_queue=2)
+    submit(core, checkpoint, TEXTS[:3], first=1)  # room when it arrives: the whole job is queued
+    submit(core, checkpoint, TEXTS[3:], first=10)
+    update = core.flush()[b"front"]
+    assert update.accepted == [1] and update.refused == [(10, "queue full (2 waiting)")]
+    assert update.waiting == 3 and core.metrics.waiting._value.get() == 3
+
+
+def test_encode_failure_fails_only_that_request(faulty, checkpoint):
+    """A source that makes encode raise: that request gets its error, its batch-mates succeed."""
+    core = make_core(faulty)
+    ids = submit(core, checkpoint, [TEXTS[0], POISON, TEXTS[1]], first=1, max_new_tokens=30)
+    got = results(rounds(core))
+    assert got[ids[1]].error_type == "generation" and "poisoned input" in got[ids[1]].error
+    for i, text in ((ids[0], TEXTS[0]), (ids[2], TEXTS[1])):
+        assert got[i].hypotheses[0].tokens == oracle(checkpoint, text, max_new_tokens=30)[0].tokens
     assert faulty.encoded[0] == 3  # they were encoded as one batch first, then one by one
-    assert engine.alive and engine.load == (0, 0)
-    assert engine.metrics.running._value.get() == 0
+    assert core.load == (0, 0) and core.metrics.running._value.get() == 0
 
 
-def test_decode_failure_fails_the_batch_but_not_the_engine(engine, faulty, checkpoint):
-    """A decode step that raises fails the running requests; the engine serves the next ones correctly."""
-    pairs = [make_request(checkpoint, t, max_new_tokens=30) for t in TEXTS[:2]]
+def test_decode_failure_fails_the_batch_but_not_the_core(faulty, checkpoint):
+    """A decode step that raises fails the running requests; the core serves the next ones correctly."""
+    core = make_core(faulty)
     faulty.step_error = RuntimeError("device fell over")
-    engine.submit(*(r for r, _ in pairs))
-    for _, listener in pairs:
-        final = listener.last()
-        assert isinstance(final, Failed) and "device fell over" in final.message
-    assert engine.alive
-    assert engine.metrics.running._value.get() == 0 and engine.metrics.cache_tokens._value.get() == 0
-    assert engine.reserved == 0
-    again, listener = make_request(checkpoint, TEXTS[2], max_new_tokens=30)
-    engine.submit(again)
-    assert listener.last().hypotheses[0].tokens == oracle(checkpoint, TEXTS[2], max_new_tokens=30)[0].tokens
+    ids = submit(core, checkpoint, TEXTS[:2], first=1, max_new_tokens=30)
+    got = results(rounds(core))
+    assert all("decoding failed: device fell over" in got[i].error for i in ids)
+    assert core.reserved == 0 and core.metrics.cache_tokens._value.get() == 0
+    (again,) = submit(core, checkpoint, [TEXTS[2]], first=10, max_new_tokens=30)
+    assert (
+        results(rounds(core))[again].hypotheses[0].tokens == oracle(checkpoint, TEXTS[2], max_new_tokens=30)[0].tokens
+    )
+
+
+def fail_once(monkeypatch, name: str, after_original_work: bool) -> None:
+    """DecodeBatch.<name> raises an out-of-memory error once; with `after_original_work`, after it changed the
+    cache in place (as a failed allocation late in concat would)."""
+    original, armed = getattr(DecodeBatch, name), [True]
+
+    def broken(self, *args):
+        if not armed:
+            return original(self, *args)
+        armed.clear()
+        if after_original_work:
+            self.cache.append_(args[0].cache)
+        raise torch.OutOfMemoryError("injected: out of memory")
+
+    monkeypatch.setattr(DecodeBatch, name, broken)
+
+
+def test_failed_join_fails_only_the_newcomers(monkeypatch, checkpoint):
+    """concat runs out of memory after growing the cache: the joining request fails, the running one goes on to
+    the oracle's answer (its batch is restored), and the core serves the next request."""
+    core = make_core(checkpoint.model)
+    forced = {"min_new_tokens": 20, "max_new_tokens": 20}
+    (running,) = submit(core, checkpoint, [TEXTS[1]], first=1, **forced)
+    first = rounds(core, limit=3)
+    fail_once(monkeypatch, "concat", after_original_work=True)
+    (joining,) = submit(core, checkpoint, [TEXTS[0]], first=2, **forced)
+    got = results(first + rounds(core))
+    assert got[joining].error_type == "generation" and "joining the batch failed" in got[joining].error
+    assert "out of memory" in got[joining].error
+    assert got[running].hypotheses[0].tokens == oracle(checkpoint, TEXTS[1], **forced)[0].tokens
+    (later,) = submit(core, checkpoint, [TEXTS[2]], first=3, **forced)
+    assert results(rounds(core))[later].hypotheses[0].tokens == oracle(checkpoint, TEXTS[2], **forced)[0].tokens
+    assert core.load == (0, 0) and core.reserved == 0
+
+
+def test_failed_filter_fails_the_batch_and_the_core_goes_on(monkeypatch, checkpoint):
+    """filter (an abort makes rows leave) runs out of memory: the requests of that batch fail, nothing is left
+    running, and the core serves the next request correctly."""
+    core = make_core(checkpoint.model)
+    ids = submit(core, checkpoint, TEXTS[:3], first=1, max_new_tokens=255, min_new_tokens=255)
+    rounds(core, limit=2)
+    fail_once(monkeypatch, "filter", after_original_work=False)
+    core.abort(b"front", [ids[0]])
+    got = results(rounds(core))
+    assert ids[0] not in got  # aborted: nothing to send
+    assert all(got[i].error_type == "generation" and "filter failed" in got[i].error for i in ids[1:])
+    assert core.load == (0, 0) and core.reserved == 0 and core.batch is None
+    (later,) = submit(core, checkpoint, [TEXTS[3]], first=10, max_new_tokens=30)
+    assert (
+        results(rounds(core))[later].hypotheses[0].tokens == oracle(checkpoint, TEXTS[3], max_new_tokens=30)[0].tokens
+    )

@@ -1,58 +1,62 @@
-"""Faults as the app shows them (in-process, over the tiny model): a dead or stopped engine makes readiness
-503, a model failure is a 500 or an SSE error counted once, and a stream that never started releases its job."""
+"""Faults as the app shows them, in-process: a front connected over ZeroMQ to an engine core served from a thread
+(over the tiny model, failing on demand). A core that crashes or stops fails what was in flight at once and makes
+readiness 503; a model failure is a 500 or an SSE error counted once; a stream that never started releases its
+job; only streaming requests get per-token messages."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import time
+from contextlib import contextmanager
 
-import pytest
 from fastapi.testclient import TestClient
 
-from app.engine.engine import Engine
-from app.engine.request import Failed
-from app.engine.scheduler import Limits
 from app.main import create_app
-from app.metrics import Metrics
 from app.service import Service
-from tests.app.helpers import parse_sse
-from tests.app.inprocess import POISON, TEXTS, Fatal, make_request, oracle, service_with
+from tests.app.helpers import parse_sse, wait_for
+from tests.app.inprocess import POISON, TEXTS, CoreThread, Fatal, make_core, oracle, service_with
+
+FORCED = {"max_new_tokens": 30, "min_new_tokens": 30}
 
 
-@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
-def test_dead_engine_fails_its_requests_and_readiness(checkpoint, faulty):
-    """An exception that kills the engine thread fails what it held (not_ready) and turns readiness 503."""
-    metrics = Metrics()
-    engine = Engine("en-es", faulty, Limits(8, 65536, 4096), metrics, max_queue=64, max_wait_ms=0)
-    service = service_with(checkpoint, faulty, engine)
-    engine.start()
-    assert service.readiness() == (True, "ready")
-    faulty.step_error = Fatal("boom")
-    pairs = [make_request(checkpoint, t, max_new_tokens=30) for t in TEXTS[:2]]
-    engine.submit(*(r for r, _ in pairs))
-    for _, listener in pairs:
-        final = listener.last()
-        assert isinstance(final, Failed) and final.error_type == "not_ready"
-    engine.thread.join(5)
-    assert not engine.alive
-    assert service.readiness() == (False, "engine stopped: en-es")
-    client = TestClient(create_app(service=service))
-    r = client.get("/health/ready")
-    assert r.status_code == 503 and r.json()["reason"] == "engine stopped: en-es"
-    r = client.post("/translate", json={"q": "the cat", "source": "en", "target": "es"})
-    assert r.status_code == 503 and r.json()["error_type"] == "not_ready"
-    r = client.get("/health/live")  # the process can never serve again: liveness fails so it gets restarted
-    assert r.status_code == 503 and r.json()["reason"] == "engine stopped: en-es"
+@contextmanager
+def front(service: Service):
+    """A TestClient whose lifespan connected the service to its core, once the core serves."""
+    with TestClient(create_app(service=service)) as client:
+        wait_for(lambda: client.get("/health/ready").status_code == 200, timeout=10)
+        yield client
 
 
-def test_stopped_engine_makes_the_service_unready(checkpoint):
-    """A Service whose engine was stopped answers /health/ready 503."""
-    engine = Engine("en-es", checkpoint.model, Limits(8, 65536, 4096), Metrics(), max_queue=64, max_wait_ms=0)
-    engine.start()
-    engine.stop()
-    client = TestClient(create_app(service=service_with(checkpoint, checkpoint.model, engine)))
-    assert client.get("/health/ready").status_code == 503
+def body(q, **extra) -> dict:
+    return {"q": q, "source": "en", "target": "es", **extra}
+
+
+def test_crashed_core_fails_its_requests_and_readiness(checkpoint, faulty):
+    """The core's loop dies mid-step without a word (as a killed process would): the in-flight request gets 503
+    not_ready from the closed connection, readiness and liveness turn 503, new work is refused."""
+    core_thread = CoreThread(make_core(faulty), checkpoint)
+    with front(service_with(core_thread)) as client:
+        faulty.step_error = Fatal("boom")
+        r = client.post("/translate", json=body(TEXTS[0], parameters=FORCED))
+        assert r.status_code == 503 and r.json()["error_type"] == "not_ready"
+        assert "engine core stopped" in r.json()["error"]
+        r = client.get("/health/ready")
+        assert r.status_code == 503 and r.json()["reason"] == "engine stopped: en-es"
+        r = client.post("/translate", json=body("the cat"))
+        assert r.status_code == 503 and r.json()["error_type"] == "not_ready"
+        r = client.get("/health/live")  # the process can never serve again: liveness fails so it gets restarted
+        assert r.status_code == 503 and r.json()["reason"] == "engine stopped: en-es"
+    core_thread.thread.join(5)
+    assert not core_thread.thread.is_alive()
+
+
+def test_stopped_core_makes_the_service_unready(checkpoint):
+    """A core stopped by its launcher is gone for the front too: readiness 503."""
+    core_thread = CoreThread(make_core(checkpoint.model), checkpoint)
+    with front(service_with(core_thread)) as client:
+        core_thread.stop()
+        wait_for(lambda: client.get("/health/ready").status_code == 503, timeout=5)
 
 
 def failures(service: Service, kind: str) -> float:
@@ -60,40 +64,48 @@ def failures(service: Service, kind: str) -> float:
     return service.metrics.failures.labels(kind)._value.get()
 
 
-def test_model_failure_over_http(engine, faulty, checkpoint):
-    """Through the app: 500 generation (JSON) or an SSE error event for the poisoned text, counted once each;
-    other texts keep being served."""
-    service = service_with(checkpoint, faulty, engine)
-    client = TestClient(create_app(service=service))
-    r = client.post("/translate", json={"q": POISON, "source": "en", "target": "es"})
-    assert r.status_code == 500
-    assert r.json()["error_type"] == "generation" and "q[0]" in r.json()["error"]
-    assert failures(service, "generation") == 1
-    r = client.post("/translate", json={"q": ["the cat", POISON], "source": "en", "target": "es", "stream": True})
-    events = parse_sse(r.text)
-    assert events[-1].event == "error" and events[-1].data["error_type"] == "generation"
-    assert "q[1]" in events[-1].data["error"]
-    assert "done" not in {e.event for e in events}
-    assert failures(service, "generation") == 2
-    r = client.post("/translate", json={"q": TEXTS[0], "source": "en", "target": "es"})
-    assert r.status_code == 200
-    assert r.json()["translatedText"] == checkpoint.tokenizer.decode(
-        oracle(checkpoint, TEXTS[0], max_new_tokens=255)[0].tokens
-    )
-    deadline = time.monotonic() + 5
-    while engine.load != (0, 0) and time.monotonic() < deadline:  # the poisoned job's sibling was aborted
-        time.sleep(0.01)
-    assert engine.load == (0, 0)
+def test_model_failure_over_http(served, checkpoint):
+    """500 generation (JSON) or an SSE error event for the poisoned text, counted once each; other texts are
+    still served, and the poisoned job's sibling is aborted."""
+    service = service_with(served)
+    with front(service) as client:
+        r = client.post("/translate", json=body(POISON))
+        assert r.status_code == 500
+        assert r.json()["error_type"] == "generation" and "q[0]" in r.json()["error"]
+        assert failures(service, "generation") == 1
+        r = client.post("/translate", json=body(["the cat", POISON], stream=True))
+        events = parse_sse(r.text)
+        assert events[-1].event == "error" and events[-1].data["error_type"] == "generation"
+        assert "q[1]" in events[-1].data["error"]
+        assert "done" not in {e.event for e in events}
+        assert failures(service, "generation") == 2
+        r = client.post("/translate", json=body(TEXTS[0]))
+        assert r.status_code == 200
+        expected = oracle(checkpoint, TEXTS[0], max_new_tokens=255)[0].tokens
+        assert r.json()["translatedText"] == checkpoint.tokenizer.decode(expected)
+        wait_for(lambda: served.core.load == (0, 0), timeout=5)
 
 
-def test_stream_that_never_started_releases_its_job(engine, faulty, checkpoint):
+def test_only_streams_get_token_messages(served, checkpoint):
+    """A JSON request of 30 tokens costs its front 2 messages (accepted, result); the same request streamed gets
+    about one per step, and its token events add up to the JSON answer."""
+    with front(service_with(served)) as client:
+        engine = client.app.state.service.clients[0]
+        before = engine.messages
+        answer = client.post("/translate", json=body(TEXTS[1], parameters=FORCED)).json()
+        assert engine.messages - before == 2
+        before = engine.messages
+        events = parse_sse(client.post("/translate", json=body(TEXTS[1], parameters=FORCED, stream=True)).text)
+        assert 30 <= engine.messages - before <= 31
+        assert "".join(e.data["token"]["text"] for e in events if e.event == "token") == answer["translatedText"]
+
+
+def test_stream_that_never_started_releases_its_job(served, faulty):
     """Client gone before the first event is written: the job is aborted and no longer counted in flight
     (else draining would wait for it and the engine would generate for nobody)."""
-    service = service_with(checkpoint, faulty, engine)
-    app = create_app(service=service)
+    service = service_with(served)
     faulty.step_delay = 0.005  # 255 steps take over a second: the units cannot finish before the disconnect
-    payload = {"q": ["the cat"] * 4, "source": "en", "target": "es", "stream": True}
-    payload["parameters"] = {"max_new_tokens": 255, "min_new_tokens": 255}
+    payload = body(["the cat"] * 4, stream=True, parameters={"max_new_tokens": 255, "min_new_tokens": 255})
     raw = json.dumps(payload).encode()
     messages = [{"type": "http.request", "body": raw, "more_body": False}]
     sent = []
@@ -120,13 +132,25 @@ def test_stream_that_never_started_releases_its_job(engine, faulty, checkpoint):
         "client": ("127.0.0.1", 1),
         "server": ("127.0.0.1", 80),
     }
-    asyncio.run(app(scope, receive, send))
+
+    async def run() -> None:
+        app = create_app(service=service)
+        await service.start()
+        try:
+            while not service.loaded:
+                await asyncio.sleep(0.01)
+            await app(scope, receive, send)
+            await asyncio.sleep(0.1)  # the abort message leaves before the socket closes
+        finally:
+            await service.stop()
+
+    asyncio.run(run())
     assert "http.response.body" not in sent  # no event was written
     assert service.inflight == 0
-    aborted = lambda: service.metrics.requests.labels("en-es", "aborted")._value.get()
+    aborted = lambda: served.core.metrics.requests.labels("en-es", "aborted")._value.get()
     deadline = time.monotonic() + 5  # the counter moves just after a request leaves the engine's tables
-    while (engine.load != (0, 0) or aborted() < 4) and time.monotonic() < deadline:
+    while (served.core.load != (0, 0) or aborted() < 4) and time.monotonic() < deadline:
         time.sleep(0.01)
     faulty.step_delay = 0.0
-    assert engine.load == (0, 0)
+    assert served.core.load == (0, 0)
     assert aborted() == 4

@@ -11,7 +11,7 @@ from model.params import DecodeParams
 
 def req(src_len: int = 5, beams: int = 1, max_new: int = 10) -> EngineRequest:
     """A request with `src_len` source tokens."""
-    return EngineRequest(list(range(src_len)), DecodeParams(beam_size=beams, max_new_tokens=max_new), lambda ev: None)
+    return EngineRequest(list(range(src_len)), DecodeParams(beam_size=beams, max_new_tokens=max_new))
 
 
 def scheduler(*requests: EngineRequest, rows: int = 8, tokens: int = 1000, prefill: int = 100) -> Scheduler:

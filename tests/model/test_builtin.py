@@ -6,7 +6,7 @@ import pytest
 import sacrebleu
 import torch
 
-from app.service import BUILTIN
+from app.settings import BUILTIN
 from model.checkpoint import load
 from model.generate import generate
 from model.params import DecodeParams

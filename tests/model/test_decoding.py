@@ -6,21 +6,13 @@ import pytest
 import torch
 
 from model.batch import DecodeBatch, place
+from model.choice import warp
 from model.generate import generate
 from model.params import DecodeParams
-from model.processors import banned_ngram_tokens, banned_words, warp
+from model.processors import banned_ngram_tokens, banned_words
 from model.search import Request
 from model.transformer import Seq2SeqTransformer
 from tests.fixtures import tiny_config
-
-
-@pytest.fixture(scope="module")
-def model() -> Seq2SeqTransformer:
-    torch.manual_seed(1)
-    m = Seq2SeqTransformer(tiny_config(60)).eval()
-    with torch.no_grad():
-        m.tgt_embed.weight.mul_(4.0)
-    return m
 
 
 def _src(i: int) -> list[int]:
@@ -119,11 +111,13 @@ def test_repetition_penalty_changes_repetitive_output(model):
     assert len(pen) == len(set(pen)) or pen != base
 
 
-def test_warp_top_k_and_top_p():
-    logits = torch.tensor([3.0, 2.0, 1.0, 0.0])
-    assert torch.isinf(warp(logits, 1.0, 2, 1.0)[2:]).all()
-    kept = torch.isfinite(warp(logits, 1.0, 0, 0.7))
-    assert kept.tolist() == [True, True, False, False]
+def test_warp_top_k_and_top_p_per_row():
+    """Each row keeps its own top-k (ties with the k-th stay) and nucleus; rows without filters keep everything."""
+    logits = torch.tensor([[3.0, 2.0, 1.0, 0.0], [0.0, 1.0, 2.0, 3.0], [1.0, 2.0, 2.0, 0.0], [3.0, 2.0, 1.0, 0.0]])
+    top_k, top_p = torch.tensor([2, 0, 2, 0]), torch.tensor([1.0, 0.7, 1.0, 1.0])
+    kept = torch.isfinite(warp(logits, torch.ones(4), top_k, top_p))
+    assert kept.tolist() == [[1, 1, 0, 0], [0, 0, 1, 1], [0, 1, 1, 0], [1, 1, 1, 1]]
+    assert warp(logits, torch.full((4,), 2.0), top_k, top_p)[0, 0] == 1.5  # temperature first
 
 
 def test_parameters_are_validated():
@@ -133,22 +127,29 @@ def test_parameters_are_validated():
         DecodeParams(top_p=0.0)
 
 
-def test_requests_joining_and_leaving_a_running_batch_equal_alone(model):
-    """Continuous batching in place: joins every step, an abort, finishes at different steps."""
-    requests = [Request(i, _src(i), MIXED[i % len(MIXED)]) for i in range(12)]
-    batch = DecodeBatch.prefill(model, requests[:2])
+def continuous(runner, requests: list[Request]) -> dict:
+    """Decode `requests` as a running batch: joins every step, request 1 (beams) aborted at step 3, finishes at
+    different steps; results by id. Each step the batch's token count is checked against its cache."""
+    batch = DecodeBatch.prefill(runner, requests[:2])
     pending, results, step = requests[2:], {}, 0
     with torch.inference_mode():
         while len(batch) or pending:
             if pending:
                 joining, pending = pending[: 1 + step % 2], pending[1 + step % 2 :]
-                batch = batch.concat(DecodeBatch.prefill(model, joining))
-            if step == 3:  # request 1 (beams) is aborted mid-way
+                batch = batch.concat(DecodeBatch.prefill(runner, joining))
+            if step == 3:
                 batch = batch.filter([i for i in batch.ids if i != 1])
-            batch, outputs = batch.step(model)
+            batch, outputs = batch.step(runner)
             assert batch.cache_tokens() == (batch.cache.tokens() if len(batch) else 0)
             results.update((o.id, o.hypotheses) for o in outputs if o.finished)
             step += 1
+    return results
+
+
+def test_requests_joining_and_leaving_a_running_batch_equal_alone(model):
+    """Continuous batching in place: joins every step, an abort, finishes at different steps."""
+    requests = [Request(i, _src(i), MIXED[i % len(MIXED)]) for i in range(12)]
+    results = continuous(model, requests)
     assert 1 not in results and len(results) == len(requests) - 1
     for req in requests:
         if req.id != 1:

@@ -79,12 +79,16 @@ def test_in_place_take_equals_the_copying_select():
     late = model.start_cache(model.encode(src[:2, :4], mask[:2, :4]), mask[:2, :4])
     model.decode_step(torch.randint(3, 80, (2,)), late)
     cache.append_(late)  # rows of different lengths: 5, 5, 5, 5, 5, 5, 1, 1
-    for parents, sources in (([7, 2, 2, 0, 5], None), ([3, 3, 4, 4, 6, 6], [3, 3, 3, 3, 6, 6])):
+    # rows 0-4 after the first take_ have lengths 1, 5, 5, 5, 5; the second grows to 6 rows and shares sources
+    for parents, sources in (([7, 2, 2, 0, 5], None), ([3, 3, 4, 4, 0, 0], [3, 3, 3, 3, 0, 0])):
         self_expected = cache.select(parents)
         cross_expected = cache.select(sources or parents)
         cache.take_(parents, sources)
         t = self_expected.max_length
         assert cache.rows == len(parents) and cache.max_length == t
+        lengths = cache.lengths.tolist()  # the python copies agree with the device
+        assert (cache.max_length, cache.uniform) == (max(lengths), min(lengths) == max(lengths))
+        assert cache.src_len == int(cache.src_mask.sum(1).max())
         assert torch.equal(cache.lengths, cross_expected.lengths)
         assert torch.equal(cache.src_mask, cross_expected.src_mask)
         for row, length in enumerate(cache.lengths.tolist()):

@@ -1,0 +1,244 @@
+"""The engine core: continuous batching over one model, driven by messages. It plans, executes (every batch change
+guarded) and collects one Update per front per round; it knows token ids only, never text, sockets or HTTP."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+import torch
+
+from app.engine.messages import Hyp, Result, Submit, Update
+from app.engine.request import EngineRequest, Status
+from app.engine.scheduler import Limits, Scheduler
+from app.metrics import Metrics, observe_many
+from model.batch import DecodeBatch
+from model.search import Hypothesis, Request, StepOutput
+from model.transformer import Seq2SeqTransformer
+
+log = logging.getLogger("mt.engine")
+T = TypeVar("T")
+
+
+class EngineCore:
+    """Requests join the batch between steps and leave as soon as they finish; a failed batch operation fails the
+    requests it touched and the core goes on."""
+
+    def __init__(
+        self, name: str, model: Seq2SeqTransformer, limits: Limits, metrics: Metrics, max_queue: int, max_wait_ms: float
+    ):
+        self.name, self.model, self.metrics = name, model, metrics
+        self.scheduler = Scheduler(limits)
+        self.max_queue, self.max_wait = max_queue, max_wait_ms / 1000
+        self.requests: dict[tuple[bytes, int], EngineRequest] = {}  # waiting and running, by key
+        self.running: dict[tuple[bytes, int], EngineRequest] = {}
+        self.batch: DecodeBatch | None = None
+        self.reserved = 0  # cache tokens reserved by running requests
+        self.outbox: dict[bytes, Update] = {}
+        self.last_step = 0.0  # when the previous decode step's tokens came out
+        metrics.add_model(name)
+        self.encode_time, self.decode_time = metrics.step.labels("encode"), metrics.step.labels("decode")
+
+    # --- input -----------------------------------------------------------------------------------
+    def submit(self, front: bytes, job: Submit) -> None:
+        """Queue a job's units together, or refuse the whole job when the queue is full."""
+        box = self._box(front)
+        if len(self.scheduler.waiting) >= self.max_queue:
+            box.refused.append((job.job, f"queue full ({self.max_queue} waiting)"))
+            return
+        for unit in job.units:
+            req = EngineRequest(unit.src, job.params, unit.id, front, job.stream, job.arrival)
+            self.requests[req.key] = req
+            self.scheduler.add(req)
+        box.accepted.append(job.job)
+
+    def abort(self, front: bytes, ids: list[int]) -> None:
+        """Mark requests to stop: waiting ones are dropped at the next plan, running ones leave before the step."""
+        for i in ids:
+            if (req := self.requests.get((front, i))) is not None:
+                req.aborted = True
+
+    def wait_s(self) -> float | None:
+        """Seconds until a round is due: 0 now, None when there is nothing to do. While idle, arrivals are gathered
+        for up to max_wait after the oldest one, so that they start as one batch."""
+        waiting = self.scheduler.waiting
+        if self.running or len(waiting) >= self.scheduler.limits.max_batch_size:
+            return 0.0
+        if not waiting:
+            return None
+        return max(0.0, waiting[0].arrival + self.max_wait - time.monotonic())
+
+    @property
+    def load(self) -> tuple[int, int]:
+        """(waiting, running) requests."""
+        return len(self.scheduler.waiting), len(self.running)
+
+    # --- one round -------------------------------------------------------------------------------
+    @torch.inference_mode()
+    def run_round(self) -> None:
+        """Plan admissions, then execute: aborted rows leave, admitted ones are encoded and join, one decode step."""
+        plan = self.scheduler.plan(self.batch.rows if self.batch else 0, self.reserved)
+        for req in plan.drop:
+            self._finish(req, None, time.monotonic())
+        self._drop_aborted()
+        if plan.admit:
+            self._admit(plan.admit)
+        if self.batch is not None and len(self.batch):
+            self._step()
+        if self.batch is not None and not len(self.batch):
+            self.batch = None
+
+    def flush(self) -> dict[bytes, Update]:
+        """This round's messages, one per front that has news; the gauges follow the new state."""
+        out, self.outbox = self.outbox, {}
+        waiting, running = self.load
+        for update in out.values():
+            update.waiting, update.running = waiting, running
+        m = self.metrics
+        m.waiting.set(waiting)
+        m.running.set(running)
+        m.cache_tokens.set(self.batch.cache_tokens() if self.batch is not None else 0)  # python arithmetic, no sync
+        return out
+
+    def fail_all(self, message: str) -> None:
+        """Fail everything queued or running (the core stops)."""
+        for req in list(self.requests.values()):
+            self._fail(req, message, "not_ready")
+        self.scheduler.waiting.clear()
+        self.batch = None
+
+    # --- execute, guarded ------------------------------------------------------------------------
+    def _guarded(self, what: str, batch: DecodeBatch, op: Callable[[], T]) -> T | None:
+        """op(), or None after failing every request of `batch` (it touched them all) when op raises."""
+        try:
+            return op()
+        except Exception as exc:
+            log.exception("%s failed", what)
+            for key in batch.ids:
+                if (req := self.running.get(key)) is not None:
+                    self._fail(req, f"{what} failed: {exc}")
+            return None
+
+    def _drop_aborted(self) -> None:
+        """Aborted running requests leave the batch now."""
+        gone = [r for r in self.running.values() if r.aborted]
+        if not gone:
+            return
+        now = time.monotonic()
+        for req in gone:
+            self._finish(req, None, now)
+        batch = self.batch
+        self.batch = self._guarded("filter", batch, lambda: batch.filter(list(self.running)))
+
+    def _admit(self, admit: list[EngineRequest]) -> None:
+        """Admitted requests run: encode them, then join the batch."""
+        now = time.monotonic()
+        for req in admit:
+            req.admitted, req.status = now, Status.RUNNING
+            self.metrics.queue_time.observe(now - req.arrival)
+            self.running[req.key] = req
+            self.reserved += req.reserved_tokens
+        for new in self._prefill(admit):
+            self._join(new)
+
+    def _prefill(self, admit: list[EngineRequest]) -> list[DecodeBatch]:
+        """Encode admitted requests together; if that fails, one by one so that only the culprit fails."""
+        t0 = time.perf_counter()
+        try:
+            new = DecodeBatch.prefill(self.model, [Request(r.key, r.src, r.params) for r in admit])
+        except Exception as exc:
+            if len(admit) > 1:
+                return [b for req in admit for b in self._prefill([req])]
+            self._fail(admit[0], f"encoding failed: {exc}")
+            return []
+        self.encode_time.observe(time.perf_counter() - t0)
+        return [new]
+
+    def _join(self, new: DecodeBatch) -> None:
+        """New rows join the batch. If that fails they fail, and the batch goes on without them when it can."""
+        old = self.batch
+        if old is None or not len(old):
+            self.batch = new
+            return
+        try:
+            self.batch = old.concat(new)
+        except Exception as exc:
+            log.exception("joining the batch failed")
+            for key in new.ids:
+                self._fail(self.running[key], f"joining the batch failed: {exc}")
+            self.batch = self._guarded("filter", old, lambda: old.filter(old.ids))  # undo a partial join
+
+    def _step(self) -> None:
+        """One decode step for the whole batch, then tokens and results for every request in it."""
+        batch, rows, t0 = self.batch, self.batch.rows, time.perf_counter()
+        done = self._guarded("decoding", batch, lambda: batch.step(self.model))
+        if done is None:
+            self.batch = None
+            return
+        self.batch, outputs = done
+        now = time.monotonic()
+        self.decode_time.observe(time.perf_counter() - t0)
+        self.metrics.batch_size.observe(rows)
+        self._collect(outputs, now)
+
+    def _collect(self, outputs: list[StepOutput], now: float) -> None:
+        """Tokens for streaming requests, results for finished ones; TTFT per request, ITL once per step."""
+        eos, continued = self.model.cfg.eos_id, 0
+        for out in outputs:
+            req = self.running[out.id]
+            if out.token is not None and out.token != eos:
+                if req.last_token is None:
+                    req.last_token = now
+                    self.metrics.ttft.observe(now - req.arrival)
+                else:
+                    continued += 1
+                if req.stream:
+                    box = self._box(req.front)
+                    box.ids.append(req.id)
+                    box.tokens.append(out.token)
+            if out.finished:
+                if req.last_token is None:  # beams: the first output arrives with the result
+                    self.metrics.ttft.observe(now - req.arrival)
+                self._finish(req, out.hypotheses, now)
+        observe_many(self.metrics.itl, now - self.last_step, continued)  # rows with a token last step too
+        self.last_step = now
+
+    # --- endings ---------------------------------------------------------------------------------
+    def _release(self, req: EngineRequest) -> None:
+        """Forget the request and give back its cache budget."""
+        self.requests.pop(req.key, None)
+        if self.running.pop(req.key, None) is not None:
+            self.reserved -= req.reserved_tokens
+        req.status = Status.FINISHED
+
+    def _finish(self, req: EngineRequest, hyps: list[Hypothesis] | None, now: float) -> None:
+        """Count a finished request and send its result (aborted ones, hyps None, are only counted)."""
+        self._release(req)
+        queue_s, total_s = (req.admitted or now) - req.arrival, now - req.arrival
+        generated = len(hyps[0].tokens) if hyps else 0
+        m = self.metrics
+        m.requests.labels(self.name, hyps[0].finish_reason if hyps else "aborted").inc()
+        m.duration.observe(total_s)
+        m.input_tokens.observe(len(req.src))
+        m.generated.observe(generated)
+        m.input_total.inc(len(req.src))
+        m.generated_total.inc(generated)
+        if hyps is not None:
+            best = [Hyp(list(h.tokens), h.score, h.finish_reason) for h in hyps]
+            self._box(req.front).results.append(Result(req.id, best, queue_s, total_s))
+
+    def _fail(self, req: EngineRequest, message: str, error_type: str = "generation") -> None:
+        """Send a request its error (failures are counted once, by the front that answers them)."""
+        self._release(req)
+        now = time.monotonic()
+        queue_s = (req.admitted or now) - req.arrival
+        self._box(req.front).results.append(Result(req.id, [], queue_s, now - req.arrival, message, error_type))
+
+    def _box(self, front: bytes) -> Update:
+        """This round's Update for a front."""
+        box = self.outbox.get(front)
+        if box is None:
+            box = self.outbox[front] = Update()
+        return box

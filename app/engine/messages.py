@@ -1,0 +1,93 @@
+"""What HTTP fronts and an engine core say to each other (msgpack through msgspec): token ids, never text.
+
+A front sends Hello once, then Submit and Abort; the core answers Hello with Ready once it serves, and sends each
+front at most one Update per scheduling round: the jobs it accepted or refused, one new token per streaming row,
+and the results of the requests that finished. Non-streaming requests get their result only.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from model.params import DecodeParams
+
+
+class Unit(msgspec.Struct, array_like=True):
+    """One text the model translates by itself: the front's id for it and its source ids."""
+
+    id: int
+    src: list[int]
+
+
+class Submit(msgspec.Struct, tag=True, array_like=True):
+    """A job's units, queued together or refused together (a full queue)."""
+
+    job: int
+    params: DecodeParams
+    units: list[Unit]
+    stream: bool  # send every new token (else only the result)
+    arrival: float  # time.monotonic() when the HTTP request arrived (one clock for every process of a machine)
+
+
+class Abort(msgspec.Struct, tag=True, array_like=True):
+    """Stop these units (client gone, or a sibling failed); their rows leave before the next step."""
+
+    ids: list[int]
+
+
+class Hello(msgspec.Struct, tag=True, array_like=True):
+    """A front introduces itself; the core answers Ready once the model is loaded and warm."""
+
+
+ToCore = Submit | Abort | Hello
+
+
+class Hyp(msgspec.Struct, array_like=True):
+    """One finished output: generated ids (EOS excluded), score (None unless asked for) and why it stopped."""
+
+    tokens: list[int]
+    score: float | None
+    finish_reason: str  # eos | length
+
+
+class Result(msgspec.Struct, array_like=True):
+    """A unit's final answer: hypotheses best first, or an error."""
+
+    id: int
+    hypotheses: list[Hyp]
+    queue_s: float
+    total_s: float
+    error: str = ""  # set when the model failed on this unit
+    error_type: str = ""  # generation | not_ready
+
+    @property
+    def finish_reason(self) -> str:
+        """The best hypothesis' reason, or "error"."""
+        return self.hypotheses[0].finish_reason if self.hypotheses else "error"
+
+
+class Ready(msgspec.Struct, tag=True, array_like=True):
+    """The core serves: the model's card (a pickled ModelCard: names, tokenizer, architecture, size)."""
+
+    card: bytes
+
+
+class Update(msgspec.Struct, tag=True, array_like=True):
+    """Everything one scheduling round produced for one front."""
+
+    accepted: list[int] = msgspec.field(default_factory=list)  # jobs
+    refused: list[tuple[int, str]] = msgspec.field(default_factory=list)  # (job, reason)
+    ids: list[int] = msgspec.field(default_factory=list)  # streaming units that got a token this step
+    tokens: list[int] = msgspec.field(default_factory=list)  # their tokens, in the same order
+    results: list[Result] = msgspec.field(default_factory=list)
+    waiting: int = 0
+    running: int = 0
+
+    def __bool__(self) -> bool:
+        return bool(self.accepted or self.refused or self.ids or self.results)
+
+
+ToFront = Ready | Update
+to_core = msgspec.msgpack.Decoder(ToCore)
+to_front = msgspec.msgpack.Decoder(ToFront)
+encode = msgspec.msgpack.Encoder().encode

@@ -1,0 +1,155 @@
+"""The engine core's process: load one model, warm it up, then serve the HTTP fronts over ZeroMQ (a ROUTER
+socket; each front is a DEALER) until the launcher says stop or goes away."""
+
+from __future__ import annotations
+
+import logging
+import pickle
+import signal
+import time
+from multiprocessing.connection import Connection
+
+import torch
+import zmq
+
+from app.engine.card import ModelCard
+from app.engine.core import EngineCore
+from app.engine.messages import Abort, Hello, Ready, Submit, Update, encode, to_core
+from app.engine.scheduler import Limits
+from app.metrics import Metrics
+from app.settings import Settings
+from model.checkpoint import Checkpoint, load
+from model.generate import generate
+from model.params import DecodeParams
+from model.search import Request
+from model.static import StaticDecoder
+from model.transformer import Seq2SeqTransformer
+
+log = logging.getLogger("mt.core")
+DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+def parse_spec(spec: str) -> tuple[tuple[str, str] | None, str]:
+    """ "en-es=DIR" -> (("en", "es"), DIR); "DIR" -> (None, DIR)."""
+    if "=" in spec:
+        pair, path = spec.split("=", 1)
+        src, sep, tgt = pair.partition("-")
+        if not (src and sep and tgt):
+            raise ValueError(f"model spec {spec!r}: expected SRC-TGT=DIR")
+        return (src, tgt), path
+    return None, spec
+
+
+def pick_device(setting: str) -> str:
+    """ "auto" -> cuda when present, else cpu."""
+    if setting == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return setting
+
+
+def pick_dtype(setting: str, device: str) -> torch.dtype:
+    """ "auto" -> bfloat16/float16 on GPU, float32 on CPU."""
+    if setting != "auto":
+        return DTYPES[setting]
+    if device.startswith("cuda"):
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    return torch.float32
+
+
+def decoder(model: Seq2SeqTransformer, s: Settings) -> Seq2SeqTransformer | StaticDecoder:
+    """The model as its engine runs it: on CUDA behind static shapes, the decode step captured as CUDA graphs (unless
+    cuda_graphs is off: then the same step runs eagerly); elsewhere the model itself."""
+    if model.device.type != "cuda":
+        return model
+    static = StaticDecoder(model, max(s.max_batch_size, s.max_beam_size), s.max_new_tokens, s.max_input_tokens)
+    if s.cuda_graphs:
+        start = time.perf_counter()
+        count = static.capture()
+        log.info("captured %d CUDA graphs of the decode step in %.1fs", count, time.perf_counter() - start)
+    return static
+
+
+def warm_up(ck: Checkpoint, runner: Seq2SeqTransformer | StaticDecoder, rounds: int) -> None:
+    """Run a few translations so that first requests do not pay for lazy initialisation."""
+    ids = ck.tokenizer.encode("Hello, world. This is a warm-up sentence.")
+    for i in range(rounds):
+        reqs = [Request(j, ids, DecodeParams(beam_size=1 + (i + j) % 2, max_new_tokens=16)) for j in range(4)]
+        generate(runner, reqs)
+
+
+def make_core(name: str, runner: Seq2SeqTransformer | StaticDecoder, s: Settings) -> EngineCore:
+    """An engine core over a loaded model (or its static decoder) with the settings' limits."""
+    limits = Limits(s.max_batch_size, s.max_batch_tokens, s.max_prefill_tokens)
+    return EngineCore(name, runner, limits, Metrics(), s.max_queue, s.max_wait_ms)
+
+
+def core_main(spec: str, settings: dict, address: str, stop: Connection) -> None:
+    """A spawned core process: load, warm up, serve. A model that cannot load sends the launcher why, exits 1."""
+    s = Settings(**settings)
+    logging.basicConfig(level=s.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the launcher drains the HTTP workers first, then stops the core
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    device = pick_device(s.device)
+    try:
+        pair, path = parse_spec(spec)
+        ck = load(path, device=device, dtype=pick_dtype(s.dtype, device), pair=pair)
+        runner = decoder(ck.model, s)
+        warm_up(ck, runner, s.warmup_rounds)
+    except Exception as exc:  # the launcher prints the reason and exits non-zero
+        log.debug("model loading failed", exc_info=True)
+        stop.send(f"model loading failed: {type(exc).__name__}: {exc}")
+        raise SystemExit(1) from None
+    log.info("engine core %s: loaded %s on %s, serving %s", ck.name, ck.path, device, address)
+    serve(make_core(ck.name, runner, s), ModelCard.of(ck), address, stop.fileno())
+
+
+def serve(core: EngineCore, card: ModelCard, address: str, stop_fd: int) -> None:
+    """Rounds of intake -> plan/execute -> one Update per front, until stop_fd turns readable (the launcher says
+    stop, or it is gone). A crash closes the socket unannounced, as a killed process would: fronts see it go."""
+    ctx = zmq.Context()
+    sock = ctx.socket(zmq.ROUTER)
+    for option in (zmq.SNDHWM, zmq.RCVHWM, zmq.LINGER):
+        sock.setsockopt(option, 0)  # no high-water mark: a message is never dropped
+    sock.bind(address)
+    poller = zmq.Poller()
+    poller.register(sock, zmq.POLLIN)
+    poller.register(stop_fd, zmq.POLLIN)
+    ready = encode(Ready(pickle.dumps(card)))
+    try:
+        while True:
+            wait = core.wait_s()
+            events = dict(poller.poll(None if wait is None else wait * 1000))
+            if stop_fd in events:
+                break
+            if sock in events:
+                intake(sock, core, ready)
+            if core.wait_s() == 0:
+                core.run_round()
+            send(sock, core.flush())
+        core.fail_all("the engine stopped")
+        send(sock, core.flush())
+    finally:
+        sock.close(0)
+        ctx.term()
+
+
+def intake(sock: zmq.Socket, core: EngineCore, ready: bytes) -> None:
+    """Apply every message that has arrived."""
+    while True:
+        try:
+            front, data = sock.recv_multipart(zmq.NOBLOCK)
+        except zmq.Again:
+            return
+        msg = to_core.decode(data)
+        if isinstance(msg, Submit):
+            core.submit(front, msg)
+        elif isinstance(msg, Abort):
+            core.abort(front, msg.ids)
+        elif isinstance(msg, Hello):
+            sock.send_multipart([front, ready])
+
+
+def send(sock: zmq.Socket, updates: dict[bytes, Update]) -> None:
+    """One message per front."""
+    for front, update in updates.items():
+        sock.send_multipart([front, encode(update)])

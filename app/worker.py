@@ -1,0 +1,64 @@
+"""An HTTP worker process: uvicorn serving the app on the launcher's socket; SIGTERM drains; it exits at once if
+the launcher goes away."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import socket
+import threading
+from multiprocessing.connection import Connection
+
+import uvicorn
+
+from app.main import create_app
+from app.service import Service
+from app.settings import Settings
+
+log = logging.getLogger("mt")
+
+
+class DrainingServer(uvicorn.Server):
+    """On SIGTERM: readiness turns 503 and new work is refused, in-flight requests finish, then exit."""
+
+    def __init__(self, config: uvicorn.Config, service: Service, parent: Connection | None = None):
+        super().__init__(config)
+        self.service, self.parent = service, parent
+        self.draining = False
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if self.parent is not None:  # readable once the launcher closes its end or dies
+            asyncio.get_running_loop().add_reader(self.parent.fileno(), self._orphaned)
+
+    def _orphaned(self) -> None:
+        """The launcher is gone: stop now (its engine cores are going too)."""
+        log.error("the launcher is gone: exiting")
+        asyncio.get_running_loop().remove_reader(self.parent.fileno())
+        self.should_exit = self.force_exit = True
+
+    def handle_exit(self, sig: int, frame) -> None:
+        if self.draining or sig != signal.SIGTERM:
+            return super().handle_exit(sig, frame)
+        self.draining = self.service.draining = True
+        log.info("SIGTERM: draining for up to %.0fs", self.service.settings.drain_seconds)
+
+        def drain() -> None:
+            self.service.wait_drained(self.service.settings.drain_seconds)
+            self.should_exit = True
+
+        threading.Thread(target=drain, name="drain", daemon=True).start()
+
+
+def worker_main(settings: dict, cores: list[str], sock: socket.socket, parent: Connection) -> None:
+    """A spawned HTTP worker: the app, connected to every engine core, on the shared listening socket."""
+    s = Settings(**settings)
+    logging.basicConfig(level=s.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    app = create_app(s, Service(s, cores))
+    config = uvicorn.Config(
+        app,
+        log_level=s.log_level,
+        timeout_graceful_shutdown=5,  # after our own drain (drain_seconds), only stragglers are left
+    )
+    DrainingServer(config, app.state.service, parent).run(sockets=[sock])

@@ -1,0 +1,259 @@
+"""GPU decoding speed: our engine (the static-shape step replayed as CUDA graphs) against `transformers` generate.
+
+    python -m bench.gpu_speed                     # on a GPU: OPUS-MT shape, writes its section of docs/benchmarks.md
+    python -m bench.gpu_speed --tiny              # anywhere (CPU too): a tiny model, prints only: the benchmark runs
+
+A random `MarianMTModel` of the OPUS-MT shape (d_model 512, 6+6 layers, 8 heads, ffn 2048, vocab 58101, swish) is
+built in memory; ours gets the same weights through `model.checkpoint.hf_network`. Engines, each in float16 and
+float32: `ours` (what the server runs on CUDA: `StaticDecoder` with every (rows, span) captured), `ours eager` (the
+model's own step, as before static shapes; CUDA only) and `HF` (`MarianMTModel.generate`). Every engine is forced to
+generate exactly --new-tokens tokens per sentence (checked), greedy and beam 4, at batch 1/32/64/256; engines take
+turns batch by batch; tokens/s = tokens of the best hypothesis / wall time (synchronised). GPU busy is kernel time
+(torch.profiler) / wall time of one run of each fp16 engine, greedy at batch 64.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import random
+import sys
+import time
+from collections.abc import Callable
+
+import torch
+
+from bench.model_speed import DOC, write_section
+
+SECTION = "## GPU decoding (bench/gpu_speed.py)"
+FULL = {"d_model": 512, "layers": 6, "heads": 8, "ffn": 2048, "vocab": 58101}
+TINY = {"d_model": 64, "layers": 2, "heads": 4, "ffn": 128, "vocab": 1000}
+DTYPES = {"fp16": torch.float16, "fp32": torch.float32}
+EOS = 0
+METHOD = (
+    "Model: random `MarianMTModel` (d_model 512, 6+6 layers, 8 heads, ffn 2048, vocab 58101, swish; `--tiny`: d_model "
+    "64, 2+2 layers, vocab 1000), ours with the same weights. `ours`: `StaticDecoder` with its CUDA graphs (the "
+    "server's path on CUDA); `ours eager`: the model's own step, as before static shapes; `HF`: `generate` with "
+    "`bad_words_ids=[[pad]]`. Engines take turns batch by batch; tokens/s = tokens of the best hypothesis / wall time "
+    "(synchronised), every sentence forced to the same length (checked). GPU busy: kernel time (torch.profiler) / "
+    "wall time of one greedy run at batch 64."
+)
+
+Engine = Callable[[list[list[int]], int, int], list[list[int]]]  # (sources, beam, new tokens) -> best token ids
+
+
+def build(shape: dict, device: str) -> tuple[torch.nn.Module, torch.nn.Module]:
+    """A random Marian model (pad = vocab - 1 = decoder start, EOS 0) and ours with its weights, both float32."""
+    from transformers import MarianConfig, MarianMTModel
+
+    from model.checkpoint import hf_network
+    from model.hf import hf_config
+
+    pad = shape["vocab"] - 1
+    cfg = MarianConfig(
+        vocab_size=shape["vocab"], decoder_vocab_size=shape["vocab"], d_model=shape["d_model"],
+        encoder_layers=shape["layers"], decoder_layers=shape["layers"], encoder_attention_heads=shape["heads"],
+        decoder_attention_heads=shape["heads"], encoder_ffn_dim=shape["ffn"], decoder_ffn_dim=shape["ffn"],
+        activation_function="swish", max_position_embeddings=512, scale_embedding=True, pad_token_id=pad,
+        eos_token_id=EOS, decoder_start_token_id=pad, forced_eos_token_id=None,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    hf = MarianMTModel(cfg).eval()
+    with torch.no_grad():  # the decoder starts from the pad row: zero, as in real OPUS-MT
+        hf.model.shared.weight[pad].zero_()
+    ours = hf_network(hf_config(cfg.to_dict()), hf.state_dict()).eval()
+    return hf.to(device), ours.to(device)
+
+
+def sources(n: int, vocab: int, seed: int = 1) -> list[list[int]]:
+    """Random source ids, 10-40 tokens each with EOS last; never pad or EOS inside."""
+    rng = random.Random(seed)
+    return [[rng.randrange(2, vocab - 1) for _ in range(rng.randint(9, 39))] + [EOS] for _ in range(n)]
+
+
+def ours_engine(model: torch.nn.Module) -> Engine:
+    """Our offline generation (the server's batch step) over `model` (a model or a StaticDecoder)."""
+    from model.generate import generate
+    from model.params import DecodeParams
+    from model.search import Request
+
+    def run(batch: list[list[int]], beam: int, new: int) -> list[list[int]]:
+        params = DecodeParams(beam_size=beam, max_new_tokens=new, min_new_tokens=new, return_scores=False)
+        return [h[0].tokens for h in generate(model, [Request(i, s, params) for i, s in enumerate(batch)])]
+
+    return run
+
+
+def hf_engine(model: torch.nn.Module) -> Engine:
+    """`generate` with OPUS-MT's settings (pad never generated), forced to `new` tokens."""
+    from transformers import GenerationConfig
+
+    pad = model.config.pad_token_id
+
+    def run(batch: list[list[int]], beam: int, new: int) -> list[list[int]]:
+        width = max(map(len, batch))
+        ids = torch.tensor([s + [pad] * (width - len(s)) for s in batch], device=model.device)
+        gen = GenerationConfig(
+            decoder_start_token_id=pad, eos_token_id=EOS, pad_token_id=pad, bad_words_ids=[[pad]], num_beams=beam,
+            do_sample=False, max_new_tokens=new, min_new_tokens=new, length_penalty=1.0, early_stopping=False,
+        )  # fmt: skip
+        with torch.inference_mode():
+            out = model.generate(input_ids=ids, attention_mask=(ids != pad).long(), generation_config=gen)
+        return [[t for t in row if t not in (EOS, pad)] for row in out[:, 1:].tolist()]
+
+    return run
+
+
+def engines(hf: torch.nn.Module, ours: torch.nn.Module, args: argparse.Namespace) -> dict[str, Engine]:
+    """Every engine of the run by name, ours first."""
+    from model.static import StaticDecoder
+
+    out, cuda = {}, ours.device.type == "cuda"
+    rows = max(args.batch_sizes) * max(args.beams)
+    for name, dtype in DTYPES.items():
+        model = ours.to(dtype) if dtype == torch.float32 else _copy(ours, dtype)
+        if cuda:
+            static = StaticDecoder(model, rows, args.new_tokens + 1, 40)  # sources are at most 40 tokens
+            start = time.perf_counter()
+            count = static.capture()
+            print(f"ours {name}: captured {count} graphs in {time.perf_counter() - start:.1f}s", file=sys.stderr)
+            out[f"ours {name}"], out[f"ours eager {name}"] = ours_engine(static), ours_engine(model)
+        else:
+            out[f"ours {name}"] = ours_engine(model)
+        out[f"HF {name}"] = hf_engine(hf.to(dtype) if dtype == torch.float32 else _copy(hf, dtype))
+    return out
+
+
+def _copy(module: torch.nn.Module, dtype: torch.dtype) -> torch.nn.Module:
+    """A copy of `module` in `dtype`."""
+    import copy
+
+    return copy.deepcopy(module).to(dtype)
+
+
+def sync() -> None:
+    """Wait for the GPU (when there is one)."""
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
+def time_cell(runs: dict[str, Engine], src: list[list[int]], batch: int, beam: int, new: int) -> dict[str, float]:
+    """Tokens/s of each engine on `src` in batches of `batch`, engines taking turns batch by batch (rotating)."""
+    parts = [src[i : i + batch] for i in range(0, len(src), batch)]
+    for run in runs.values():  # warm-up on this shape
+        run(parts[0], beam, min(new, 4))
+    tokens, seconds = dict.fromkeys(runs, 0), dict.fromkeys(runs, 0.0)
+    names = list(runs)
+    for k, part in enumerate(parts):
+        for j in range(len(names)):
+            name = names[(k + j) % len(names)]
+            sync()
+            start = time.perf_counter()
+            out = runs[name](part, beam, new)
+            sync()
+            seconds[name] += time.perf_counter() - start
+            assert all(len(o) == new for o in out), f"{name} did not generate {new} tokens per sentence"
+            tokens[name] += sum(map(len, out))
+    return {name: tokens[name] / seconds[name] for name in names}
+
+
+def busy(run: Engine, src: list[list[int]], new: int) -> tuple[float, float, float]:
+    """(GPU busy share, wall ms per step, launches per step) of one greedy run: kernel time from torch.profiler over
+    wall time; launches count kernel and graph launches (a graph replay is one)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    run(src, 1, 4)
+    sync()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        start = time.perf_counter()
+        run(src, 1, new)
+        sync()
+        wall = time.perf_counter() - start
+    events = prof.key_averages()
+    kernels = sum(e.self_device_time_total for e in events) / 1e6
+    launches = sum(e.count for e in events if e.key.startswith(("cudaLaunchKernel", "cudaGraphLaunch")))
+    return kernels / wall, 1000 * wall / new, launches / new
+
+
+def targets(cells: dict[tuple[str, int], dict[str, float]], busy_share: float | None) -> list[tuple[str, str, bool]]:
+    """(target, measured, met) for the issue's targets on the GPU."""
+    out = []
+    if busy_share is not None:
+        out.append(("GPU busy, ours fp16 greedy batch 64 >= 70%", f"{busy_share:.0%}", busy_share >= 0.7))
+    checks = [("beam 4", 32, "HF fp32", 10.0), ("greedy", 64, "HF fp16", 3.0), ("greedy", 256, "HF fp16", 3.0)]
+    for mode, batch, other, want in checks:
+        if (mode, batch) in cells:
+            r = cells[(mode, batch)]["ours fp16"] / cells[(mode, batch)][other]
+            out.append((f"ours fp16 / {other}, {mode} batch {batch} >= {want:.0f}x", f"{r:.2f}x", r >= want))
+    if ("greedy", 1) in cells:
+        ms = 1000 / cells[("greedy", 1)]["ours fp16"]
+        out.append(("ours fp16 greedy batch 1 <= 1.5 ms/token", f"{ms:.2f} ms", ms <= 1.5))
+    return out
+
+
+def render(args, info: str, cells, busy_rows, goals) -> str:
+    """The markdown section."""
+    names = list(next(iter(cells.values())))
+    head = ["mode", "batch", *names, "ours fp16 / HF fp16", "ours fp16 / HF fp32"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for (mode, batch), tps in cells.items():
+        ratios = [f"{tps['ours fp16'] / tps[o]:.2f}x" for o in ("HF fp16", "HF fp32")]
+        lines.append("| " + " | ".join([mode, str(batch), *(f"{tps[n]:.0f}" for n in names), *ratios]) + " |")
+    busy_table = ["| fp16, greedy, batch 64 | GPU busy | ms per step | launches per step |", "|---|---|---|---|"]
+    busy_table += [f"| {n} | {b:.0%} | {ms:.2f} | {k:.1f} |" for n, (b, ms, k) in busy_rows.items()] + [""]
+    goal_table = ["| target | measured | met |", "|---|---|---|"]
+    goal_table += [f"| {t} | {m} | {'yes' if ok else '**no**'} |" for t, m, ok in goals]
+    cmd = "python -m bench.gpu_speed" + (" " + " ".join(sys.argv[1:]) if sys.argv[1:] else "")
+    return "\n".join([
+        SECTION, "", f"Generated by `{cmd}` on {dt.datetime.now().astimezone():%Y-%m-%d %H:%M %Z}.", "",
+        f"- Machine: {info}.", f"- {METHOD}",
+        f"- Work: {args.sentences} random sources of 10-40 tokens per cell ({args.batch1_sentences} at batch 1), "
+        f"{args.new_tokens} new tokens forced per sentence.", "", "Tokens/s (higher is better):", "",
+        *lines, "", *(busy_table if busy_rows else []), *goal_table, "",
+    ])  # fmt: skip
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m bench.gpu_speed", description=__doc__.split("\n\n")[0])
+    ints = lambda s: [int(x) for x in s.split(",") if x]
+    p.add_argument("--tiny", action="store_true", help="a tiny model, short runs, print only (checks the benchmark)")
+    p.add_argument("--batch-sizes", type=ints, default=[1, 32, 64, 256])
+    p.add_argument("--beams", type=ints, default=[1, 4])
+    p.add_argument("--sentences", type=int, help="sentences per cell (default 256; --tiny: the batch size)")
+    p.add_argument("--batch1-sentences", type=int, default=16)
+    p.add_argument("--new-tokens", type=int, help="tokens forced per sentence (default 64; --tiny: 8)")
+    p.add_argument("--output", default=DOC, help=f"markdown file to update (default {DOC})")
+    p.add_argument("--no-write", action="store_true", help="print only")
+    args = p.parse_args(argv)
+    args.new_tokens = args.new_tokens or (8 if args.tiny else 64)
+    args.sentences = args.sentences or (max(args.batch_sizes) if args.tiny else 256)
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    hf, ours = build(TINY if args.tiny else FULL, device)
+    runs = engines(hf, ours, args)
+    src = sources(args.sentences, (TINY if args.tiny else FULL)["vocab"])
+    cells = {}
+    for beam in args.beams:
+        for batch in args.batch_sizes:
+            mode, n = ("greedy" if beam == 1 else f"beam {beam}"), (args.batch1_sentences if batch == 1 else None)
+            cells[(mode, batch)] = time_cell(runs, src[: n or args.sentences], batch, beam, args.new_tokens)
+            print(f"{mode} batch {batch}: " + ", ".join(f"{k} {v:.0f}" for k, v in cells[(mode, batch)].items()))
+    busy_rows = {}
+    if device == "cuda":
+        for name in [n for n in runs if n.endswith("fp16")]:
+            busy_rows[name] = busy(runs[name], src[:64], args.new_tokens)
+    goals = targets(cells, busy_rows.get("ours fp16", (None,))[0])
+    info = f"{torch.cuda.get_device_name(0) if device == 'cuda' else 'CPU'}, torch {torch.__version__}"
+    section = render(args, info, cells, busy_rows, goals)
+    print(section)
+    if not (args.no_write or args.tiny):
+        write_section(args.output, section, SECTION)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

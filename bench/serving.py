@@ -1,0 +1,321 @@
+"""Does the server keep its engine's speed? The server against the same engine offline, on the same weights, source
+sentences and decoding work (greedy, exactly --new-tokens tokens per text).
+
+    python -m bench.serving                             # built-in model on CPU; writes its docs/benchmarks.md section
+    python -m bench.serving --before /tmp/main-checkout # the same runs against another checkout too (before/after)
+    python -m bench.serving --device cuda --model DIR --clients 64,256 --client-procs 8   # a GPU machine
+    python -m bench.serving --tiny --texts 16 --clients 8 --requests 32 --new-tokens 16 --no-write   # smoke run
+
+(1) One POST of --texts texts (JSON) against the offline engine on the same texts as one batch (target: >= 0.9x).
+(2) For each --clients C: C closed-loop streaming clients spread over --client-procs processes. Client tokens/s,
+    TTFT and latency; the server's own rows per decode step and decode step time (from its /metrics); the offline
+    engine at the same rows (batches of that many rows); and where the machine's CPU went (engine, HTTP, clients).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import torch
+
+from app.engine.proc import pick_dtype
+from bench.load import decode_fields, machine_info, model_dir, pick_sentences, write_section
+from bench.loadgen import Stats, closed_loop
+from bench.procs import cpu_account, cpu_lines
+from model.checkpoint import load
+
+ROOT = Path(__file__).resolve().parents[1]
+SECTION = "## Serving through the engine core (bench/serving.py)"
+ONE_POST_TARGET = 0.9
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Command-line flags; the defaults are the full CPU run."""
+    p = argparse.ArgumentParser(prog="python -m bench.serving", description=__doc__.split("\n\n")[0])
+    p.add_argument("--model", type=Path, help="native or Marian model dir (default: the built-in en-es)")
+    p.add_argument("--tiny", action="store_true", help="a random tiny model, for smoke runs")
+    p.add_argument("--device", default="cpu", help="cpu or cuda: the server's and the offline engine's (cpu)")
+    p.add_argument("--dtype", default="auto", help="auto, float32, float16, bfloat16: both sides (auto)")
+    p.add_argument("--threads", type=int, default=2, help="torch threads of the core and the offline engine (2)")
+    p.add_argument("--texts", type=int, default=64, help="texts in the one-POST run (64)")
+    p.add_argument("--repeats", type=int, default=5, help="one-POST runs, alternating with offline (5)")
+    p.add_argument("--clients", default="64", help="comma-separated client counts for (2) (64)")
+    p.add_argument("--client-procs", type=int, default=4, help="load generator processes (4)")
+    p.add_argument("--requests", type=int, default=512, help="requests per client count (512)")
+    p.add_argument("--new-tokens", type=int, default=64, help="tokens generated per text, forced (64)")
+    p.add_argument("--workers", type=int, default=1, help="server HTTP worker processes (1)")
+    p.add_argument("--before", type=Path, help="also run the server of this checkout (e.g. main) for comparison")
+    p.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks.md", help="markdown file to update")
+    p.add_argument("--no-write", action="store_true", help="print the section only")
+    p.add_argument("--seed", type=int, default=0)
+    return p.parse_args(argv)
+
+
+@dataclass
+class Offline:
+    """The engine in this process on one batch size: tokens/s and mean decode step."""
+
+    rows: int
+    tps: float
+    step_ms: float
+
+
+@dataclass
+class Loaded:
+    """One client count against one server."""
+
+    clients: int
+    stats: Stats
+    rows: float  # rows per decode step
+    step_ms: float  # mean decode step
+    cpu: dict[str, float]
+    offline: Offline
+
+
+@dataclass
+class Served:
+    """Everything measured on one server (this tree's, or --before's)."""
+
+    name: str
+    one_post: list[tuple[float, float]]  # (server tokens/s, offline tokens/s) per repeat
+    loaded: list[Loaded]
+
+
+def sync(device: str) -> None:
+    """Wait for the device (timings on CUDA)."""
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+@torch.inference_mode()
+def offline(model, sources: list[list[int]], fields: dict, rows: int, device: str) -> Offline:
+    """The server's batch code in this process, in batches of `rows`: tokens/s, and decode step time as the
+    server's engine measures it (encode excluded)."""
+    from model.batch import DecodeBatch
+    from model.params import DecodeParams
+    from model.search import Request
+
+    params, tokens, wall, decode, steps = DecodeParams(**fields), 0, 0.0, 0.0, 0
+    for start in range(0, len(sources) - rows + 1, rows):
+        sync(device)
+        t0 = time.perf_counter()
+        batch = DecodeBatch.prefill(model, [Request(i, s, params) for i, s in enumerate(sources[start : start + rows])])
+        sync(device)
+        t1 = time.perf_counter()
+        while len(batch):
+            batch, outputs = batch.step(model)
+            tokens += sum(len(o.hypotheses[0].tokens) for o in outputs if o.finished)
+            steps += 1
+        sync(device)
+        wall, decode = wall + time.perf_counter() - t0, decode + time.perf_counter() - t1
+    return Offline(rows, tokens / wall, 1000 * decode / max(steps, 1))
+
+
+def server_metrics(url: str) -> dict[str, float]:
+    """The counters this benchmark reads from /metrics."""
+    wanted = ("mt_batch_size_sum", "mt_batch_size_count", 'mt_step_duration_seconds_sum{phase="decode"}')
+    wanted += ('mt_step_duration_seconds_count{phase="decode"}',)
+    out = {}
+    for line in httpx.get(url + "/metrics", timeout=10).text.splitlines():
+        name, _, number = line.rpartition(" ")
+        if name in wanted:
+            out[name] = float(number)
+    return out
+
+
+@contextlib.contextmanager
+def serving(args: argparse.Namespace, path: Path, checkout: Path, max_batch: int) -> Iterator[tuple[str, int]]:
+    """A ready server of `checkout` (its own app code) on 127.0.0.1: its base URL and launcher pid."""
+    from tests.server import ServerProcess
+
+    flags = ["--model", str(path), "--device", args.device, "--dtype", args.dtype, "--max-batch-size", str(max_batch)]
+    flags += ["--max-queue", "100000", "--log-level", "warning"]
+    flags += ["--workers", str(args.workers)] if checkout == ROOT else []
+    env = {"OMP_NUM_THREADS": str(args.threads), "PYTHONPATH": str(checkout)}
+    server = ServerProcess(*flags, env=env, cwd=checkout)
+    try:
+        server.wait(timeout=600)
+        yield server.url, server.proc.pid
+    finally:
+        server.stop()
+
+
+def bodies(texts: list[str], n: int, fields: dict, stream: bool, pair: tuple[str, str]) -> list[dict]:
+    """n single-text bodies cycling through texts."""
+    src, tgt = pair
+    return [
+        {"q": texts[i % len(texts)], "source": src, "target": tgt, "stream": stream, "parameters": fields}
+        for i in range(n)
+    ]
+
+
+def one_post(url: str, texts: list[str], fields: dict, pair: tuple[str, str]) -> float:
+    """Tokens/s of one POST carrying every text."""
+    payload = {"q": texts, "source": pair[0], "target": pair[1], "parameters": fields}
+    t0 = time.perf_counter()
+    r = httpx.post(url + "/translate", json=payload, timeout=600)
+    seconds = time.perf_counter() - t0
+    r.raise_for_status()
+    return sum(d["generated_tokens"] for d in r.json()["details"]) / seconds
+
+
+def per_step(before: dict[str, float], after: dict[str, float]) -> tuple[float, float]:
+    """Rows per decode step and mean decode step (ms) between two /metrics readings."""
+    d = {k: after.get(k, 0.0) - before.get(k, 0.0) for k in after}
+    decode = 'mt_step_duration_seconds_{}{{phase="decode"}}'
+    rows = d["mt_batch_size_sum"] / max(d["mt_batch_size_count"], 1)
+    return rows, 1000 * d[decode.format("sum")] / max(d[decode.format("count")], 1)
+
+
+def under_load(args, url: str, pid: int, clients: int, ck, texts: list[str], sources: list[list[int]]) -> Loaded:
+    """Closed-loop clients against the server, then the offline engine at the rows per step the server ran."""
+    fields, pair = decode_fields(args.new_tokens, forced=True), (ck.source_lang, ck.target_lang)
+    before = server_metrics(url)
+    with cpu_account(pid) as cpu:
+        work = bodies(texts, args.requests, fields, True, pair)
+        stats = closed_loop(url + "/translate", work, clients, 3600, 3600, args.client_procs)
+    rows, step = per_step(before, server_metrics(url))
+    same = (sources * (args.requests // len(sources) + 1))[: args.requests]
+    local = offline(ck.model, same, fields, max(1, round(rows)), args.device)
+    return Loaded(clients, stats, rows, step, cpu, local)
+
+
+def measure(args, name: str, checkout: Path, path: Path, ck, texts: list[str], sources: list[list[int]]) -> Served:
+    """Both phases on one server."""
+    fields, pair = decode_fields(args.new_tokens, forced=True), (ck.source_lang, ck.target_lang)
+    clients = [int(c) for c in args.clients.split(",")]
+    result = Served(name, [], [])
+    with serving(args, path, checkout, max([args.texts, *clients])) as (url, pid):
+        warm = bodies(texts, 2 * clients[0], decode_fields(4, True), True, pair)  # connections, code paths
+        closed_loop(url + "/translate", warm, clients[0], 300, 300, args.client_procs)
+        for _ in range(args.repeats):
+            server = one_post(url, texts[: args.texts], fields, pair)
+            local = offline(ck.model, sources[: args.texts], fields, args.texts, args.device).tps
+            result.one_post.append((server, local))
+            log(f"{name}: one POST of {args.texts} texts {server:.0f} tokens/s, offline {local:.0f}")
+        for c in clients:
+            ld = under_load(args, url, pid, c, ck, texts, sources)
+            result.loaded.append(ld)
+            log(
+                f"{name}: {c} clients {ld.stats.tps:.0f} tokens/s, {ld.rows:.1f} rows/step, step {ld.step_ms:.2f} "
+                f"ms; offline at {ld.offline.rows} rows {ld.offline.tps:.0f} tokens/s, step {ld.offline.step_ms:.2f} "
+                f"ms; errors {ld.stats.errors}"
+            )
+    return result
+
+
+def log(*parts: object) -> None:
+    """Progress to stderr."""
+    print(*parts, file=sys.stderr, flush=True)
+
+
+def median_ratio(pairs: list[tuple[float, float]]) -> float:
+    """Median of server/offline over the repeats."""
+    return statistics.median(a / b for a, b in pairs)
+
+
+def ms(values: tuple[float, float, float] | None) -> str:
+    """p50 / p95 in milliseconds."""
+    return " / ".join(f"{v * 1000:.0f}" for v in values[:2]) if values else "-"
+
+
+def tables(runs: list[Served], args) -> list[str]:
+    """The markdown tables: one POST, loaded, CPU."""
+    lines = [
+        f"One POST of {args.texts} texts (JSON), median of {args.repeats} runs alternating with the offline "
+        "engine on the same texts as one batch:",
+        "",
+        "| server | server tokens/s | offline tokens/s | server / offline | target |",
+        "|---|---|---|---|---|",
+    ]
+    for run in runs:
+        ratio = median_ratio(run.one_post)
+        met = "met" if ratio >= ONE_POST_TARGET else "**not met**"
+        server, local = (statistics.median(x) for x in zip(*run.one_post, strict=True))
+        lines.append(f"| {run.name} | {server:.0f} | {local:.0f} | {ratio:.2f} | >= {ONE_POST_TARGET} {met} |")
+    lines += [
+        "",
+        f"{args.requests} requests per client count, streamed (SSE), closed loop over {args.client_procs} "
+        "client processes; the server's rows per step and decode step from its /metrics; offline = the same "
+        "batch code in one process at that many rows:",
+        "",
+        "| server | clients | tokens/s | TTFT p50 / p95 (ms) | latency p50 / p95 (ms) | rows per step | "
+        "decode step (ms) | offline step at those rows (ms) | offline tokens/s | server / offline tokens/s | "
+        "errors |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for run in runs:
+        for ld in run.loaded:
+            s, o = ld.stats, ld.offline
+            errors = s.requests - s.ok
+            lines.append(
+                f"| {run.name} | {ld.clients} | {s.tps:.0f} | {ms(s.ttft)} | {ms(s.latency)} | {ld.rows:.1f} "
+                f"| {ld.step_ms:.2f} | {o.step_ms:.2f} | {o.tps:.0f} | {s.tps / o.tps:.2f} | {errors} |"
+            )
+    for run in runs:
+        for ld in run.loaded:
+            lines += ["", *cpu_lines(ld.cpu, ld.stats.client_cpu, f"{run.name}, {ld.clients} clients")]
+    return lines
+
+
+def render(args, runs: list[Served], model: str) -> str:
+    """The whole markdown section."""
+    info = machine_info(args)
+    cmd = "python -m bench.serving" + (" " + " ".join(sys.argv[1:]) if sys.argv[1:] else "")
+    return "\n".join(
+        [
+            SECTION,
+            "",
+            f"Generated by `{cmd}` on {info['date']}.",
+            "",
+            f"- Machine: {info['cpu']} ({info['cores']}); Python {info['python']}, torch {info['torch']}.",
+            f"- Model: {model}; device {args.device}, dtype {args.dtype} on both sides; torch threads {args.threads} "
+            "(the core's OMP_NUM_THREADS and the offline engine's).",
+            f"- Work: greedy, exactly {args.new_tokens} tokens per text (`min_new_tokens = max_new_tokens`); source "
+            "sentences of spread lengths, the same ones on both sides. Servers run `--max-batch-size` = the largest "
+            f"client count or text count and `--workers {args.workers}` (`--before`: that checkout's defaults).",
+            "",
+            *tables(runs, args),
+            "",
+        ]
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Measure this tree's server (and --before's), print the section, write it unless --no-write."""
+    args = parse_args(argv)
+    os.environ["OMP_NUM_THREADS"] = str(args.threads)
+    torch.set_num_threads(args.threads)
+    with tempfile.TemporaryDirectory(prefix="bench_serving_") as tmp:
+        path = model_dir(args, Path(tmp))
+        ck = load(path, device=args.device, dtype=pick_dtype(args.dtype, args.device))
+        n = max(args.texts, 4 * max(int(c) for c in args.clients.split(",")))
+        texts, sources, _ = pick_sentences(ck.tokenizer, n, 128, args.seed)
+        offline(ck.model, sources[:8], decode_fields(4, True), 8, args.device)  # warm-up
+        runs = [measure(args, "this tree", ROOT, path, ck, texts, sources)]
+        if args.before:
+            runs.append(measure(args, f"before ({args.before.name})", args.before.resolve(), path, ck, texts, sources))
+    model = (
+        f"{ck.name} ({sum(p.numel() for p in ck.model.parameters()) / 1e6:.1f} M parameters, d_model "
+        f"{ck.model.cfg.d_model}, {ck.model.cfg.encoder_layers}+{ck.model.cfg.decoder_layers} layers)"
+    )
+    section = render(args, runs, model)
+    print(section)
+    if not args.no_write:
+        write_section(args.out, section, SECTION)
+        log(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

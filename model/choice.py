@@ -1,0 +1,119 @@
+"""Token choice on the device: greedy argmax, vectorised sampling and each beam group's best candidates, brought to
+the host together in one copy per step as a `Choice`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from model.params import DecodeParams
+from model.transfer import fetch, upload
+
+NEG_INF = float("-inf")
+
+
+@dataclass
+class Rows:
+    """The rows of one step as the choice sees them: each row's parameters and generator; for beam-search groups
+    their (first row, width), and each of their rows' cumulative score and rank within its group, in row order."""
+
+    params: list[DecodeParams]
+    generators: list[torch.Generator | None]
+    groups: list[tuple[int, int]]
+    cum: list[float]
+    ranks: list[int]
+
+
+@dataclass
+class Choice:
+    """One step's choices on the host: a token per greedy or sampled row and its log-probability (when any row keeps
+    scores); each beam group's best candidates (cumulative score, parent row within the group, token), best first,
+    keyed by the group's first row."""
+
+    tokens: list[int]
+    logprobs: list[float] | None
+    candidates: dict[int, list[tuple[float, int, int]]]
+
+
+def choose(scores: Tensor, logprobs: Tensor | None, rows: Rows) -> Choice:
+    """Every row's choice, made on the device; one device-to-host copy brings all of it back."""
+    n, vocab = scores.shape
+    single = len(rows.cum) < n  # rows that take one token: greedy or sampled
+    parts = []
+    if single:
+        tokens = scores.argmax(-1)  # (N,) first maximum; beam rows' entries go unused
+        sampled = [i for i, p in enumerate(rows.params) if p.sampling]
+        if sampled:
+            idx = upload(sampled, torch.long, scores.device)
+            params, generators = [rows.params[i] for i in sampled], [rows.generators[i] for i in sampled]
+            tokens.index_copy_(0, idx, sample(scores.index_select(0, idx), params, generators))
+        parts.append(tokens)
+        if logprobs is not None:
+            parts.append(logprobs.gather(1, tokens[:, None])[:, 0])
+    if rows.groups:
+        parts += beam_candidates(scores, rows)
+    packed = parts[0] if len(parts) == 1 else torch.cat([p.double().flatten() for p in parts])
+    flat = fetch(packed)  # the step's one copy to the host
+    tokens = flat[:n].long().tolist() if single else []
+    picked = flat[n : 2 * n].tolist() if single and logprobs is not None else None
+    candidates = {}
+    if rows.groups:
+        start = (n if single else 0) + (n if picked is not None else 0)
+        best, parents, ids = flat[start:].view(3, len(rows.groups), -1)
+        best, parents, ids = best.tolist(), parents.long().tolist(), ids.long().tolist()
+        for i, (first, width) in enumerate(rows.groups):
+            keep = min(2 * rows.params[first].beam_size, width * vocab)
+            candidates[first] = list(zip(best[i][:keep], parents[i][:keep], ids[i][:keep], strict=True))
+    return Choice(tokens, picked, candidates)
+
+
+def beam_candidates(scores: Tensor, rows: Rows) -> tuple[Tensor, Tensor, Tensor]:
+    """Each beam group's best candidates in the order of one flat top-k over its rows (equal scores: the better-ranked
+    parent first, then the lower token): cumulative scores, parent rows within the group and tokens, each (G, M)."""
+    device, vocab = scores.device, scores.shape[1]
+    n_groups, width = len(rows.groups), max(w for _, w in rows.groups)
+    beam = max(rows.params[first].beam_size for first, _ in rows.groups)
+    per_row = min(2 * beam, vocab)  # a group's best 2*beam are among its rows' best 2*beam
+    beam_rows = [r for first, w in rows.groups for r in range(first, first + w)]
+    slots = [g * width + j for g, (_, w) in enumerate(rows.groups) for j in range(w)]
+    index, slot, rank = upload([beam_rows, slots, rows.ranks], torch.long, device)  # (Nb,) each
+    block = scores if len(beam_rows) == scores.shape[0] else scores.index_select(0, index)
+    top, tok = block.topk(per_row, dim=-1)  # (Nb, C)
+    cum = upload(rows.cum, torch.float32, device)
+    grid = top.new_full((n_groups * width, per_row), NEG_INF).index_copy_(0, slot, top + cum[:, None])
+    keys = tok.new_full(grid.shape, torch.iinfo(torch.long).max).index_copy_(0, slot, rank[:, None] * vocab + tok)
+    grid, keys = grid.view(n_groups, -1), keys.view(n_groups, -1)  # (G, W*C): padding sorts last
+    by_key = keys.argsort(dim=-1, stable=True)
+    by_score = grid.gather(1, by_key).argsort(dim=-1, descending=True, stable=True)[:, : min(2 * beam, grid.shape[1])]
+    pick = by_key.gather(1, by_score)  # (G, M) positions in the group's grid, best first
+    return grid.gather(1, pick), pick // per_row, keys.gather(1, pick) % vocab
+
+
+def warp(logits: Tensor, temperature: Tensor, top_k: Tensor, top_p: Tensor, filtered: bool = True) -> Tensor:
+    """Temperature, then top-k (0: off; ties with the k-th stay), then nucleus (top-p) filtering, each row with its
+    own values: logits (S, V), temperature and top_p (S,) float, top_k (S,) long."""
+    logits = logits / temperature[:, None]
+    if not filtered:
+        return logits
+    vocab = logits.shape[-1]
+    ordered, order = logits.sort(-1, descending=True)  # (S, V)
+    k = torch.where(top_k > 0, top_k.clamp(max=vocab), vocab)
+    ordered = ordered.masked_fill(ordered < ordered.gather(1, (k - 1)[:, None]), NEG_INF)
+    probs = ordered.softmax(-1)
+    drop = (probs.cumsum(-1) - probs >= top_p[:, None]) & (top_p < 1)[:, None]  # keep the smallest prefix reaching p
+    return logits.scatter(1, order, ordered.masked_fill(drop, NEG_INF))
+
+
+def sample(logits: Tensor, params: list[DecodeParams], generators: list[torch.Generator | None]) -> Tensor:
+    """One token per row from its warped distribution; each row's noise comes from its own generator, so a seeded
+    request draws the same whatever its neighbours: (S,)."""
+    knobs = upload([[p.temperature, p.top_k, p.top_p] for p in params], torch.float32, logits.device)  # (S, 3)
+    filtered = any(p.top_k > 0 or p.top_p < 1 for p in params)
+    probs = warp(logits, knobs[:, 0], knobs[:, 1].long(), knobs[:, 2], filtered).softmax(-1)
+    noise = torch.empty_like(probs)
+    for row, generator in enumerate(generators):
+        noise[row].exponential_(generator=generator)
+    # argmax of p / E with E ~ Exp(1): the exponential race picks token i with probability p_i
+    return probs.div_(noise.clamp_min_(torch.finfo(noise.dtype).tiny)).argmax(-1)

@@ -1,0 +1,35 @@
+"""What a checkpoint is without its weights, in a module that does not import torch: the HTTP workers get it from
+their engine core (pickled) and never load the network."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from model.config import ModelConfig
+from model.languages import Languages
+from model.params import GenerationDefaults
+from model.tokenizer import Tokenizer
+
+
+@dataclass
+class Description:
+    """A checkpoint without its weights: what the HTTP side needs (tokenizer, languages, defaults, limits)."""
+
+    path: Path
+    name: str
+    kind: str  # native | marian | m2m_100 | mbart
+    config: ModelConfig
+    tokenizer: Tokenizer
+    languages: Languages
+    defaults: GenerationDefaults
+
+    @property
+    def source_lang(self) -> str:
+        """The source language ("mul" for several)."""
+        return self.languages.source
+
+    @property
+    def target_lang(self) -> str:
+        """The target language ("mul" for several)."""
+        return self.languages.target

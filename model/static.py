@@ -1,0 +1,147 @@
+"""The decode step at static shapes, and on CUDA captured once per shape as a CUDA graph and replayed.
+
+Rows are padded up to a few sizes, K/V live in buffers allocated once (self-attention to a fixed capacity,
+cross-attention to a fixed source length) and attention runs over one of a few spans, so a step's tensors keep their
+shapes and addresses from one step to the next. As vLLM's and SGLang's graph runners do, a batch runs the graph of the
+next captured size; a batch above the largest size, or one that does not fit the buffers, runs the model's own eager
+step at its exact shapes.
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import weakref
+
+import torch
+from torch import Tensor
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+from model.cache import DecoderCache
+from model.transformer import Seq2SeqTransformer
+
+# attention kernels whose plans do not depend on the shapes (cuDNN's are built per new shape: 55 -> 19 ms per step on
+# an H100 under continuous batching once it was off)
+STABLE_ATTENTION = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
+MIN_SPAN = 32
+
+
+def row_sizes(max_rows: int) -> list[int]:
+    """Padded row counts: 1, 2, 4, 8, 16, every 16 up to 64, every 32 beyond, and max_rows itself."""
+    sizes = [s for s in (1, 2, 4, 8, 16, 32, 48, 64) if s < max_rows]
+    sizes += range(96, max_rows, 32)
+    return [*sizes, max_rows]
+
+
+def span_sizes(limit: int) -> list[int]:
+    """Attention spans (positions attended, self and source alike): powers of two from MIN_SPAN, and limit itself."""
+    spans = []
+    while (MIN_SPAN << len(spans)) < limit:
+        spans.append(MIN_SPAN << len(spans))
+    return [*spans, limit]
+
+
+class StaticDecoder:
+    """The model with a static-shape decode step: `decode_step(tokens, cache)` moves the cache's rows into the
+    preallocated buffers once, then every step runs padded (a CUDA graph replay where one was captured)."""
+
+    def __init__(self, model: Seq2SeqTransformer, max_rows: int, max_positions: int, max_source: int):
+        cfg = model.cfg
+        self.model, self.cfg = model, cfg
+        self.positions = min(max_positions, cfg.max_positions)  # self-attention capacity per row
+        self.source = max_source
+        self.rows, self.spans = row_sizes(max_rows), span_sizes(max(self.positions, self.source))
+        weight = model.out_proj.weight
+        kv = (cfg.decoder_layers, max_rows, cfg.n_heads)
+        empty = lambda t: weight.new_zeros(*kv, t, cfg.head_dim)  # noqa: E731
+        self.home = DecoderCache(
+            empty(self.positions), empty(self.positions), empty(self.source), empty(self.source),
+            torch.zeros(max_rows, self.source, dtype=torch.bool, device=weight.device),
+            torch.zeros(max_rows, dtype=torch.long, device=weight.device),
+            rows=0, src_lens=[], starts=[],
+        )  # fmt: skip
+        self.tokens = torch.zeros(max_rows, dtype=torch.long, device=weight.device)  # (R,) inputs of a step
+        self.logits = torch.zeros(max_rows, cfg.tgt_vocab_size, device=weight.device)  # (R, V) float32 outputs
+        self.buffer = self.home.k_buf  # the graphs read these buffers: they must never be replaced
+        self.graphs: dict[tuple[int, int], torch.cuda.CUDAGraph] = {}
+        self.owner: weakref.ref[DecoderCache] | None = None
+
+    def __getattr__(self, name: str):
+        """Everything else (cfg, device, start_cache, ...) is the model's."""
+        return getattr(self.model, name)
+
+    def encode(self, src: Tensor, src_mask: Tensor) -> Tensor:
+        """The model's encoder, on attention kernels with stable plans."""
+        with self.attention():
+            return self.model.encode(src, src_mask)
+
+    @staticmethod
+    def attention() -> contextlib.AbstractContextManager:
+        """Scaled-dot-product attention without the backends that plan per shape."""
+        return sdpa_kernel(STABLE_ATTENTION)
+
+    def decode_step(self, tokens: Tensor, cache: DecoderCache) -> Tensor:
+        """One step of `cache`'s rows (tokens (N,)): padded to static shapes when they fit; logits (N, V)."""
+        key = self._key(cache)
+        if key is None:
+            with self.attention():
+                return self.model.decode_step(tokens, cache)
+        n, (rows, span) = cache.rows, key
+        self.tokens[:n].copy_(tokens)
+        cache.shape = (rows, min(span, self.positions), min(span, self.source))
+        try:
+            if key in self.graphs:
+                self.graphs[key].replay()
+            else:
+                with self.attention():
+                    self._forward(rows, cache)
+        finally:
+            cache.shape = None
+        cache.advance()
+        return self.logits[:n]
+
+    def _forward(self, rows: int, cache: DecoderCache) -> None:
+        """The padded step's device work: logits of the first `rows` rows into the output buffer (as float32)."""
+        self.logits[:rows].copy_(self.model.step_logits(self.tokens[:rows], cache))
+
+    def _key(self, cache: DecoderCache) -> tuple[int, int] | None:
+        """(padded rows, span) for the cache's next step, or None when it runs eagerly at its own shapes."""
+        if cache.rows > self.rows[-1] or cache.max_length + 1 > self.positions or cache.src_len > self.source:
+            return None
+        if not self._holds(cache):
+            return None
+        rows = self.rows[bisect.bisect_left(self.rows, cache.rows)]
+        return rows, self.spans[bisect.bisect_left(self.spans, max(cache.max_length + 1, cache.src_len))]
+
+    def _holds(self, cache: DecoderCache) -> bool:
+        """Whether `cache` lives in the static buffers; it moves in (one copy) when no other live cache holds them."""
+        if cache.k_buf is self.buffer:
+            return True
+        owner = self.owner() if self.owner is not None else None
+        if owner is not None and owner.k_buf is self.buffer:
+            return False  # another batch decodes with them: this one runs eagerly
+        cache.relocate_(self.home)
+        assert cache.k_buf is self.buffer, "the static buffers grew"
+        self.owner = weakref.ref(cache)
+        return True
+
+    @torch.inference_mode()
+    def capture(self) -> int:
+        """Capture the padded step of every (rows, span) as a CUDA graph, largest first so that the smaller ones
+        reuse its memory (one pool); returns how many. Only before serving: warming up writes into the buffers."""
+        if self.home.k_buf.device.type != "cuda":
+            return 0
+        pool, stream = torch.cuda.graph_pool_handle(), torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream), self.attention():
+            for rows in reversed(self.rows):
+                for span in reversed(self.spans):
+                    self.home.shape = (rows, min(span, self.positions), min(span, self.source))
+                    self._forward(rows, self.home)  # warm-up outside the graph: kernels pick their algorithms
+                    graph = torch.cuda.CUDAGraph()
+                    with torch.cuda.graph(graph, pool=pool, stream=stream, capture_error_mode="thread_local"):
+                        self._forward(rows, self.home)
+                    self.graphs[(rows, span)] = graph
+        torch.cuda.current_stream().wait_stream(stream)
+        self.home.shape = None
+        return len(self.graphs)

@@ -1,0 +1,17 @@
+"""A tiny random model shared by the decoding tests."""
+
+import pytest
+import torch
+
+from model.transformer import Seq2SeqTransformer
+from tests.fixtures import tiny_config
+
+
+@pytest.fixture(scope="module")
+def model() -> Seq2SeqTransformer:
+    """A 60-token tiny Transformer (CPU, float32) whose scaled embeddings make its outputs depend on the input."""
+    torch.manual_seed(1)
+    m = Seq2SeqTransformer(tiny_config(60)).eval()
+    with torch.no_grad():
+        m.tgt_embed.weight.mul_(4.0)
+    return m

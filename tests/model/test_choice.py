@@ -1,0 +1,89 @@
+"""Token choice on the device: the beam merge orders as the flat sort did, sampling follows its distribution and
+each row's own generator, and a step brings its choices to the host in one copy."""
+
+import torch
+
+import model.choice as choice_module
+from model.batch import DecodeBatch
+from model.choice import Rows, choose, sample
+from model.params import DecodeParams
+from model.search import Request
+from tests.model.test_decoding import MIXED, _src
+
+GREEDY, BEAM2, BEAM4 = DecodeParams(), DecodeParams(beam_size=2), DecodeParams(beam_size=4)
+
+
+def flat_sort(scores: torch.Tensor, rows: Rows) -> dict[int, list[tuple[float, int, int]]]:
+    """The host merge the step used before: every beam row's top 2*beam candidates of one group, sorted by
+    (-cumulative score, parent rank * V + token), the group's first min(2B, width * V)."""
+    vocab, beam = scores.shape[1], max(rows.params[first].beam_size for first, _ in rows.groups)
+    out, at = {}, 0
+    for first, width in rows.groups:
+        pool = []
+        for j in range(width):
+            top, idx = scores[first + j].topk(min(2 * beam, vocab))
+            for s, t in zip((top + rows.cum[at + j]).tolist(), idx.tolist(), strict=True):
+                pool.append((s, rows.ranks[at + j] * vocab + t, j, t))
+        pool.sort(key=lambda c: (-c[0], c[1]))
+        out[first] = [(s, j, t) for s, _, j, t in pool[: min(2 * rows.params[first].beam_size, width * vocab)]]
+        at += width
+    return out
+
+
+def test_beam_merge_orders_as_the_flat_sort():
+    """Groups of widths 1, 3, 4 and beam sizes 2 and 4 between greedy rows; scores and cumulative scores with many
+    exact ties, so the order rests on the parents' ranks and the token ids."""
+    g = torch.Generator().manual_seed(0)
+    layout = [GREEDY, BEAM2, GREEDY, *[BEAM4] * 3, *[BEAM4] * 4, GREEDY]
+    groups = [(1, 1), (3, 3), (6, 4)]
+    for trial in range(20):
+        vocab = 5 if trial % 2 else 40  # 5: the grid holds fewer than 2*beam candidates per row
+        scores = torch.randint(-3, 1, (len(layout), vocab), generator=g).float()
+        scores[trial % len(layout), :2] = float("-inf")
+        cum = torch.randint(-2, 1, (8,), generator=g).float().tolist()
+        ranks = [0, *torch.randperm(3, generator=g).tolist(), *torch.randperm(4, generator=g).tolist()]
+        rows = Rows(layout, [None] * len(layout), groups, cum, ranks)
+        assert choose(scores, None, rows).candidates == flat_sort(scores, rows), trial
+
+
+def test_sampling_follows_the_warped_distribution():
+    """4000 draws of one row: frequencies within 0.03 of softmax(logits / T) over the top-k tokens, renormalised,
+    then cut to the smallest prefix reaching top_p; never a filtered token."""
+    logits = torch.tensor([2.0, 1.5, 1.0, 0.5, 0.0, -1.0])
+    params = DecodeParams(sampling=True, temperature=0.8, top_k=5, top_p=0.9)
+    probs = (logits[:5] / 0.8).softmax(-1)
+    keep = (probs.cumsum(-1) - probs < 0.9).sum()  # 4 tokens: 0.345 + 0.26 + 0.2 + 0.15 first reach 0.9
+    expected = torch.zeros(6)
+    expected[:keep] = probs[:keep] / probs[:keep].sum()
+    n, gen = 4000, torch.Generator().manual_seed(1)
+    drawn = sample(logits.repeat(n, 1), [params] * n, [gen] * n)
+    freq = torch.bincount(drawn, minlength=6).float() / n
+    assert keep == 4 and freq[4:].sum() == 0
+    assert torch.allclose(freq, expected, atol=0.03), (freq, expected)
+
+
+def test_a_seeded_row_draws_the_same_whatever_its_neighbours():
+    """Each row's noise comes from its own generator: row 1 alone or between two others draws the same tokens."""
+    g = torch.Generator().manual_seed(2)
+    logits = torch.randn(3, 50, generator=g)
+    knobs = ((0, 0.5, 2.0), (20, 0.95, 0.7), (3, 1.0, 1.0))
+    params = [DecodeParams(sampling=True, top_k=k, top_p=p, temperature=t) for k, p, t in knobs]
+    alone, seeded = torch.Generator().manual_seed(9), torch.Generator().manual_seed(9)
+    others = [torch.Generator().manual_seed(s) for s in (3, 4)]
+    for _ in range(10):
+        one = sample(logits[1:2], params[1:2], [alone])
+        three = sample(logits, params, [others[0], seeded, others[1]])
+        assert one.item() == three[1].item()
+
+
+def test_a_step_copies_to_the_host_once(model, monkeypatch):
+    """Greedy, beams, sampling, penalties and rows leaving: one device-to-host fetch per step."""
+    fetched = []
+    monkeypatch.setattr(choice_module, "fetch", lambda x: fetched.append(x) or x)
+    batch = DecodeBatch.prefill(model, [Request(i, _src(i), p) for i, p in enumerate(MIXED)])
+    steps = 0
+    with torch.inference_mode():
+        while len(batch):
+            batch, _ = batch.step(model)
+            steps += 1
+    assert len(fetched) == steps > 10
