@@ -149,6 +149,8 @@ def main() -> None:
     (args.run / "config.json").write_text(json.dumps(cfg.to_dict(), indent=2))
     print(f"{len(pairs)} pairs, {sum(p.numel() for p in model.parameters()):,} parameters", flush=True)
 
+    epoch_tokens = sum(len(y) + 1 for _, y in pairs)
+
     def save() -> None:
         torch.save(
             {
@@ -157,7 +159,7 @@ def main() -> None:
                 "state": state,
                 "config": cfg.to_dict(),
                 "args": {k: str(v) for k, v in vars(args).items()},
-                "epoch_tokens": sum(len(y) + 1 for _, y in pairs),
+                "epoch_tokens": epoch_tokens,
             },
             ckpt,
         )
