@@ -41,7 +41,7 @@ def scores(hyps: list[str], refs: list[str]) -> dict[str, float]:
     }
 
 
-def test_sets(limit: int) -> dict[str, tuple[list[str], list[str], list[str]]]:
+def eval_sets(limit: int) -> dict[str, tuple[list[str], list[str], list[str]]]:
     """(English, human Spanish, teacher Spanish) of the Handbook test pairs and of the everyday phrases."""
     handbook = [read_lines(WORK / f"test.{ext}")[: limit or None] for ext in ("en", "es", "apertium.es")]
     everyday = read_tsv(EVERYDAY)
@@ -64,7 +64,7 @@ def main() -> None:
     torch.set_grad_enabled(False)
     ck = load(args.model)
     result: dict = {"model": str(args.model), "beam": args.beam}
-    for name, (src, ref, teacher) in test_sets(args.limit).items():
+    for name, (src, ref, teacher) in eval_sets(args.limit).items():
         t0 = time.time()
         hyps = translate(ck.model, ck.tokenizer, src, args.beam)
         student = scores(hyps, ref)

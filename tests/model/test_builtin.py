@@ -1,7 +1,5 @@
 """The shipped en->es model loads and translates the everyday phrases into Spanish: a broken export cannot land."""
 
-from pathlib import Path
-
 import pytest
 import sacrebleu
 import torch
@@ -11,8 +9,8 @@ from model.checkpoint import load
 from model.generate import generate
 from model.params import DecodeParams
 from model.search import Request
+from training.common import EVERYDAY, read_tsv  # hand-written phrases, never trained on
 
-EVERYDAY = Path(__file__).resolve().parents[2] / "training" / "everyday.tsv"  # hand-written, never trained on
 # The shipped model scores chrF 50.3 (greedy) on EVERYDAY; the floor sits 5 points below it. Copying the English
 # scores 12.6, and a broken export (wrong vocabulary, wrong weights, fp16 overflow) 0-20.
 CHRF_FLOOR = 45.3
@@ -24,7 +22,7 @@ def everyday():
     """(English, reference, greedy translation) of every everyday phrase."""
     ck = load(BUILTIN)
     assert (ck.name, ck.source_lang, ck.target_lang) == ("en-es", "en", "es")
-    pairs = [line.split("\t") for line in EVERYDAY.read_text(encoding="utf-8").splitlines()]
+    pairs = read_tsv(EVERYDAY)
     reqs = [Request(i, ck.tokenizer.encode(en), DecodeParams(max_new_tokens=64)) for i, (en, _) in enumerate(pairs)]
     with torch.inference_mode():
         hyps = [ck.tokenizer.decode(h[0].tokens) for h in generate(ck.model, reqs)]
