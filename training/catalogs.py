@@ -3,6 +3,7 @@
 import re
 import time
 from collections import Counter, defaultdict
+from pathlib import Path
 
 import polib
 
@@ -25,7 +26,7 @@ def normalise(text: str) -> str | None:
     return text
 
 
-def messages(path) -> list[tuple[str, str]]:
+def messages(path: Path) -> list[tuple[str, str]]:
     """(msgid, msgstr) of one .mo catalog, singular forms only, both sides normalised."""
     try:
         entries = polib.mofile(str(path))
@@ -40,7 +41,7 @@ def messages(path) -> list[tuple[str, str]]:
     return out
 
 
-def vote(files) -> list[tuple[str, str]]:
+def vote(files: list[Path]) -> list[tuple[str, str]]:
     """Each English message with its most frequent Spanish across catalogs; one-word ones need agreement."""
     votes: dict[str, Counter] = defaultdict(Counter)
     for path in files:
