@@ -45,8 +45,10 @@ def make_batches(pairs: list[tuple[list[int], list[int]]], max_tokens: int, seed
     return batches
 
 
-def collate(pairs: list[tuple[list[int], list[int]]], pad: int, eos: int, start: int) -> dict[str, torch.Tensor]:
-    """src + EOS, decoder input (start + tgt) and labels (tgt + EOS, padding = -100)."""
+def collate(
+    pairs: list[tuple[list[int], list[int]]], pad: int, eos: int, start: int, device: str = "cpu"
+) -> dict[str, torch.Tensor]:
+    """src + EOS, decoder input (start + tgt) and labels (tgt + EOS, padding = -100), on `device`."""
     b = len(pairs)
     s = max(len(p[0]) for p in pairs) + 1
     t = max(len(p[1]) for p in pairs) + 1
@@ -57,4 +59,5 @@ def collate(pairs: list[tuple[list[int], list[int]]], pad: int, eos: int, start:
         src[i, : len(a) + 1] = torch.tensor(a + [eos])
         tgt_in[i, : len(y) + 1] = torch.tensor([start] + y)
         labels[i, : len(y) + 1] = torch.tensor(y + [eos])
+    src, tgt_in, labels = src.to(device), tgt_in.to(device), labels.to(device)
     return {"src": src, "src_mask": src != pad, "tgt_in": tgt_in, "labels": labels}

@@ -41,6 +41,7 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--save-every", type=float, default=10.0, help="minutes between checkpoints")
     p.add_argument("--bf16", action="store_true", help="bfloat16 autocast (fast on AMX CPUs and GPUs)")
     p.add_argument("--threads", type=int, default=0)
+    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--dev-sentences", type=int, default=200, help="dev sentences translated at each checkpoint")
     p.add_argument("--init", type=Path, help="start from this exported model (same width, as many or more layers)")
@@ -99,7 +100,8 @@ def dev_loss(model: Seq2SeqTransformer, batches: list[dict], bf16: bool) -> floa
     """Mean token cross-entropy (no smoothing) on the dev set."""
     model.eval()
     total, count = 0.0, 0
-    with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+    device = next(model.parameters()).device.type
+    with torch.inference_mode(), torch.autocast(device, dtype=torch.bfloat16, enabled=bf16):
         for b in batches:
             logits = model(b["src"], b["src_mask"], b["tgt_in"]).float()
             total += F.cross_entropy(logits.flatten(0, 1), b["labels"].flatten(), reduction="sum").item()
@@ -129,12 +131,12 @@ def main() -> None:
     vocab = spm.SentencePieceProcessor(model_file=str(spm_path)).get_piece_size()
     tokenizer = Tokenizer.from_files(spm_path, eos_id=1, pad_id=0, unk_id=2)
     dev_text = tuple(read_lines(WORK / f"dev.{lang}")[: args.dev_sentences] for lang in ("en", "es"))
-    model = build(args, vocab)
+    model = build(args, vocab).to(args.device)
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.98), eps=1e-9, weight_decay=0.01, fused=True)
     state = {"step": 0, "epoch": 0, "batch": 0, "tokens": 0, "seconds": 0.0, "log": []}
     ckpt = args.run / "last.pt"
     if ckpt.exists():
-        saved = torch.load(ckpt, weights_only=False)
+        saved = torch.load(ckpt, weights_only=False, map_location=args.device)
         model.load_state_dict(saved["model"])
         opt.load_state_dict(saved["opt"])
         state = saved["state"]
@@ -144,7 +146,8 @@ def main() -> None:
         print(f"started from {args.init}", flush=True)
     cfg = model.cfg
     dev_batches = [
-        collate([dev[i] for i in b], cfg.pad_id, cfg.eos_id, cfg.decoder_start_id) for b in make_batches(dev, 4096, 0)
+        collate([dev[i] for i in b], cfg.pad_id, cfg.eos_id, cfg.decoder_start_id, args.device)
+        for b in make_batches(dev, 4096, 0)
     ]
     (args.run / "config.json").write_text(json.dumps(cfg.to_dict(), indent=2))
     print(f"{len(pairs)} pairs, {sum(p.numel() for p in model.parameters()):,} parameters", flush=True)
@@ -169,10 +172,11 @@ def main() -> None:
     while True:
         batches = make_batches(pairs, args.max_tokens, args.seed + state["epoch"])
         while state["batch"] < len(batches):
-            b = collate([pairs[i] for i in batches[state["batch"]]], cfg.pad_id, cfg.eos_id, cfg.decoder_start_id)
+            rows = [pairs[i] for i in batches[state["batch"]]]
+            b = collate(rows, cfg.pad_id, cfg.eos_id, cfg.decoder_start_id, args.device)
             for group in opt.param_groups:
                 group["lr"] = lr_at(state["step"], args)
-            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.bf16):
+            with torch.autocast(b["src"].device.type, dtype=torch.bfloat16, enabled=args.bf16):
                 logits = model(b["src"], b["src_mask"], b["tgt_in"])
             loss = F.cross_entropy(
                 logits.float().flatten(0, 1), b["labels"].flatten(), label_smoothing=args.label_smoothing
