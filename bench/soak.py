@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import random
 import sys
@@ -124,16 +125,33 @@ def references(url: str) -> dict[int, tuple[int, str]]:
 
 
 class Sampler(threading.Thread):
-    """Samples the server's resident memory (MB, all processes) every `every` seconds."""
+    """Samples the server's resident memory (MB) every `every` seconds: all its processes, and by role."""
 
     def __init__(self, pid: int, every: float):
         super().__init__(daemon=True)
         self.pid, self.every, self.samples = pid, every, []
+        self.roles: list[dict[str, float]] = []
         self.stop = threading.Event()
 
     def run(self) -> None:
         while not self.stop.wait(self.every):
-            self.samples.append((time.monotonic(), sum(rss_mb(self.pid).values())))
+            by_pid = rss_mb(self.pid)
+            self.samples.append((time.monotonic(), sum(by_pid.values())))
+            roles: dict[str, float] = {}
+            for pid, mb in by_pid.items():
+                role = role_of(pid, self.pid)
+                roles[role] = roles.get(role, 0.0) + mb
+            self.roles.append(roles)
+
+
+def role_of(pid: int, launcher: int) -> str:
+    """"launcher", "engine core" (the processes that mapped torch) or "http workers"."""
+    if pid == launcher:
+        return "launcher"
+    with contextlib.suppress(OSError):
+        if "libtorch" in Path(f"/proc/{pid}/maps").read_text():
+            return "engine core"
+    return "http workers"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -166,7 +184,19 @@ def leftover(base: str, timeout: float = 10.0) -> float:
     return left
 
 
-def report(args, samples: list[tuple[float, float]], outs: list[dict], wall: float, left: float) -> tuple[str, bool]:
+def by_role(roles: list[dict[str, float]]) -> str:
+    """Each role's resident memory at the start, after the first tenth and at the end (MB)."""
+    if not roles:
+        return "no samples"
+    warm = roles[len(roles) // 10]
+    names = sorted({name for r in roles for name in r})
+    at = lambda r, name: f"{r.get(name, 0.0):.0f}"
+    return "; ".join(f"{n} {at(roles[0], n)} / {at(warm, n)} / {at(roles[-1], n)}" for n in names)
+
+
+def report(
+    args, samples: list[tuple[float, float]], roles: list[dict[str, float]], outs: list[dict], wall: float, left: float
+) -> tuple[str, bool]:
     """The markdown section and whether the soak passed (nothing lost or wrong)."""
     counts = sum((Counter(o["counts"]) for o in outs), Counter())
     wrong = [w for o in outs for w in o["wrong"]]
@@ -188,6 +218,7 @@ def report(args, samples: list[tuple[float, float]], outs: list[dict], wall: flo
         f"- Server resident memory (all its processes), {len(mb)} samples: {mb[0]:.0f} MB at the start, {warm:.0f} MB "
         f"after the first tenth, {max(mb):.0f} MB at most, {mb[-1]:.0f} MB at the end; {growth:+.0f} MB over the "
         f"second half: {'flat' if growth < max(10.0, 0.03 * warm) else '**still rising**'} (flat: under 3% or 10 MB).",
+        f"- By process, MB at the start / after the first tenth / at the end: {by_role(roles)}.",
         "",
     ]
     return "\n".join(lines), passed
@@ -223,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
             left = leftover(server.url)
         finally:
             server.stop()
-    section, passed = report(args, sampler.samples, outs, wall, left)
+    section, passed = report(args, sampler.samples, sampler.roles, outs, wall, left)
     print(section)
     if not args.no_write:
         write_section(args.out, section, SECTION)
