@@ -14,6 +14,8 @@ FLAGS = {
     "max_batch_tokens": int,
     "max_prefill_tokens": int,
     "max_wait_ms": float,
+    "join_overhead": float,
+    "max_join_wait_ms": float,
     "max_queue": int,
     "max_input_tokens": int,
     "max_items": int,

@@ -29,6 +29,12 @@ class Settings(BaseSettings):
     max_batch_tokens: int = Field(65536, ge=1, description="cache budget: reserved source+target tokens")
     max_prefill_tokens: int = Field(4096, ge=1, description="source tokens encoded per step (protects running rows)")
     max_wait_ms: float = Field(2.0, ge=0, description="gather arrivals this long when idle")
+    join_overhead: float | None = Field(
+        None, gt=0, le=1, description="while rows run, new requests join once the decoding since the last join took "
+        "at least that join's time / this share (0.1: joins cost at most about 10%; 1: join every step); "
+        "default 0.1 on CUDA, where a join costs about a decode step, and 1 on CPU"
+    )  # fmt: skip
+    max_join_wait_ms: float = Field(20.0, ge=0, description="... or once this long has passed since the last join")
     max_queue: int = Field(256, ge=0, description="waiting requests before 503 overloaded")
     max_input_tokens: int = Field(256, ge=1)
     max_items: int = Field(64, ge=1, description="texts per request")

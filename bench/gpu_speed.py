@@ -20,6 +20,7 @@ import random
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import torch
 
@@ -222,7 +223,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--sentences", type=int, help="sentences per cell (default 256; --tiny: the batch size)")
     p.add_argument("--batch1-sentences", type=int, default=16)
     p.add_argument("--new-tokens", type=int, help="tokens forced per sentence (default 64; --tiny: 8)")
-    p.add_argument("--output", default=DOC, help=f"markdown file to update (default {DOC})")
+    p.add_argument("--output", type=Path, default=DOC, help=f"markdown file to update (default {DOC})")
     p.add_argument("--no-write", action="store_true", help="print only")
     args = p.parse_args(argv)
     args.new_tokens = args.new_tokens or (8 if args.tiny else 64)

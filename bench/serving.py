@@ -28,7 +28,8 @@ from pathlib import Path
 import httpx
 import torch
 
-from app.engine.proc import pick_dtype
+from app.engine.proc import decoder, pick_dtype
+from app.settings import Settings
 from bench.load import decode_fields, machine_info, model_dir, pick_sentences, write_section
 from bench.loadgen import Stats, closed_loop
 from bench.procs import cpu_account, cpu_lines
@@ -141,7 +142,8 @@ def serving(args: argparse.Namespace, path: Path, checkout: Path, max_batch: int
     flags = ["--model", str(path), "--device", args.device, "--dtype", args.dtype, "--max-batch-size", str(max_batch)]
     flags += ["--max-queue", "100000", "--log-level", "warning"]
     flags += ["--workers", str(args.workers)] if checkout == ROOT else []
-    env = {"OMP_NUM_THREADS": str(args.threads), "PYTHONPATH": str(checkout)}
+    path_ = os.pathsep.join(filter(None, [str(checkout), os.environ.get("PYTHONPATH")]))  # keep what the caller set
+    env = {"OMP_NUM_THREADS": str(args.threads), "PYTHONPATH": path_}
     server = ServerProcess(*flags, env=env, cwd=checkout)
     try:
         server.wait(timeout=600)
@@ -177,7 +179,9 @@ def per_step(before: dict[str, float], after: dict[str, float]) -> tuple[float, 
     return rows, 1000 * d[decode.format("sum")] / max(d[decode.format("count")], 1)
 
 
-def under_load(args, url: str, pid: int, clients: int, ck, texts: list[str], sources: list[list[int]]) -> Loaded:
+def under_load(
+    args, url: str, pid: int, clients: int, ck, runner, texts: list[str], sources: list[list[int]]
+) -> Loaded:
     """Closed-loop clients against the server, then the offline engine at the rows per step the server ran."""
     fields, pair = decode_fields(args.new_tokens, forced=True), (ck.source_lang, ck.target_lang)
     before = server_metrics(url)
@@ -186,12 +190,14 @@ def under_load(args, url: str, pid: int, clients: int, ck, texts: list[str], sou
         stats = closed_loop(url + "/translate", work, clients, 3600, 3600, args.client_procs)
     rows, step = per_step(before, server_metrics(url))
     same = (sources * (args.requests // len(sources) + 1))[: args.requests]
-    local = offline(ck.model, same, fields, max(1, round(rows)), args.device)
+    local = offline(runner, same, fields, max(1, round(rows)), args.device)
     return Loaded(clients, stats, rows, step, cpu, local)
 
 
-def measure(args, name: str, checkout: Path, path: Path, ck, texts: list[str], sources: list[list[int]]) -> Served:
-    """Both phases on one server."""
+def measure(
+    args, name: str, checkout: Path, path: Path, ck, runner, texts: list[str], sources: list[list[int]]
+) -> Served:
+    """Both phases on one server; `runner` is the offline engine (the model as the server's core runs it)."""
     fields, pair = decode_fields(args.new_tokens, forced=True), (ck.source_lang, ck.target_lang)
     clients = [int(c) for c in args.clients.split(",")]
     result = Served(name, [], [])
@@ -200,11 +206,11 @@ def measure(args, name: str, checkout: Path, path: Path, ck, texts: list[str], s
         closed_loop(url + "/translate", warm, clients[0], 300, 300, args.client_procs)
         for _ in range(args.repeats):
             server = one_post(url, texts[: args.texts], fields, pair)
-            local = offline(ck.model, sources[: args.texts], fields, args.texts, args.device).tps
+            local = offline(runner, sources[: args.texts], fields, args.texts, args.device).tps
             result.one_post.append((server, local))
             log(f"{name}: one POST of {args.texts} texts {server:.0f} tokens/s, offline {local:.0f}")
         for c in clients:
-            ld = under_load(args, url, pid, c, ck, texts, sources)
+            ld = under_load(args, url, pid, c, ck, runner, texts, sources)
             result.loaded.append(ld)
             log(
                 f"{name}: {c} clients {ld.stats.tps:.0f} tokens/s, {ld.rows:.1f} rows/step, step {ld.step_ms:.2f} "
@@ -301,10 +307,13 @@ def main(argv: list[str] | None = None) -> int:
         ck = load(path, device=args.device, dtype=pick_dtype(args.dtype, args.device))
         n = max(args.texts, 4 * max(int(c) for c in args.clients.split(",")))
         texts, sources, _ = pick_sentences(ck.tokenizer, n, 128, args.seed)
-        offline(ck.model, sources[:8], decode_fields(4, True), 8, args.device)  # warm-up
-        runs = [measure(args, "this tree", ROOT, path, ck, texts, sources)]
+        max_batch = max(args.texts, *(int(c) for c in args.clients.split(",")))
+        runner = decoder(ck.model, Settings(max_batch_size=max_batch))  # on CUDA: static shapes, CUDA graphs
+        offline(runner, sources[:8], decode_fields(4, True), 8, args.device)  # warm-up
+        runs = [measure(args, "this tree", ROOT, path, ck, runner, texts, sources)]
         if args.before:
-            runs.append(measure(args, f"before ({args.before.name})", args.before.resolve(), path, ck, texts, sources))
+            before = args.before.resolve()
+            runs.append(measure(args, f"before ({args.before.name})", before, path, ck, runner, texts, sources))
     model = (
         f"{ck.name} ({sum(p.numel() for p in ck.model.parameters()) / 1e6:.1f} M parameters, d_model "
         f"{ck.model.cfg.d_model}, {ck.model.cfg.encoder_layers}+{ck.model.cfg.decoder_layers} layers)"

@@ -64,9 +64,9 @@ def apply_penalties(scores: Tensor, histories: list[list[int]], params: list[Dec
         if p.no_repeat_ngram_size:
             banned = banned_ngram_tokens(history, p.no_repeat_ngram_size)
             if banned:
-                scores[row, upload(banned, torch.long, scores.device)] = NEG_INF
+                scores[row].index_fill_(0, upload(banned, torch.long, scores.device), NEG_INF)
         if p.bad_words_ids and (banned := banned_words(history, p.bad_words_ids)):
-            scores[row, upload(banned, torch.long, scores.device)] = NEG_INF
+            scores[row].index_fill_(0, upload(banned, torch.long, scores.device), NEG_INF)
     return scores
 
 
@@ -77,7 +77,7 @@ def force(scores: Tensor, tokens: list[int | None]) -> Tensor:
     if rows:
         index, forced = upload([rows, [tokens[r] for r in rows]], torch.long, scores.device)
         scores.index_fill_(0, index, NEG_INF)
-        scores[index, forced] = 0.0
+        scores.index_put_((index, forced), scores.new_zeros(()))  # a device scalar: `= 0.0` would copy and sync
     return scores
 
 

@@ -1,4 +1,4 @@
-"""Write model/builtin/en-es/MODEL_CARD.md from the template, the training checkpoint and the evaluation scores."""
+"""Write model/builtin/en-es/MODEL_CARD.md from the template, the training history and the evaluation scores."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from model.search import Request
 from training.common import WORK
 
 TEMPLATE = Path(__file__).resolve().parent / "MODEL_CARD.template.md"
+HISTORY = Path(__file__).resolve().parent / "history.md"  # hand-written: phases, steps, hardware
 
 
 def latency_ms(model_dir: Path, text: str = "Where is the station?", runs: int = 20) -> float:
@@ -50,27 +51,22 @@ def score_rows(scores: dict[int, dict]) -> str:
 def main() -> None:
     """Fill the template's fields and write the card next to the exported weights."""
     p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("--checkpoint", type=Path, default=WORK / "run" / "last.pt")
     p.add_argument("--model", type=Path, default=Path("model/builtin/en-es"))
+    p.add_argument("--history", type=Path, default=HISTORY, help="how the weights were trained (markdown)")
     args = p.parse_args()
-    saved = torch.load(args.checkpoint, map_location="cpu", weights_only=False)
-    cfg, state = saved["config"], saved["state"]
+    model = load(args.model).model
+    cfg = model.cfg
     scores = {b: json.loads((WORK / f"scores.beam{b}.json").read_text()) for b in (1, 4)}
     fields = {
-        "encoder_layers": cfg["encoder_layers"],
-        "decoder_layers": cfg["decoder_layers"],
-        "d_model": cfg["d_model"],
-        "heads": cfg["n_heads"],
-        "ffn": cfg["d_ff"],
-        "params": f"{sum(p.numel() for p in load(args.model).model.parameters()):,}",
+        "encoder_layers": cfg.encoder_layers,
+        "decoder_layers": cfg.decoder_layers,
+        "d_model": cfg.d_model,
+        "heads": cfg.n_heads,
+        "ffn": cfg.d_ff,
+        "params": f"{sum(p.numel() for p in model.parameters()):,}",
         "size_mb": f"{(args.model / 'model.safetensors').stat().st_size / 1e6:.1f}",
         "latency": f'{latency_ms(args.model):.0f} ms for "Where is the station?" (median, 1 thread)',
-        "lr": saved["args"]["lr"],
-        "max_tokens": saved["args"]["max_tokens"],
-        "steps": state["step"],
-        "epochs": f"{state['tokens'] / saved['epoch_tokens']:.1f}",
-        "tokens": f"{state['tokens'] / 1e6:.1f}",
-        "hours": f"{state.get('seconds', 0) / 3600:.1f}",
+        "training": args.history.read_text(encoding="utf-8").strip() + "\n",
         "test_n": f"{scores[1]['handbook']['sentences']:,}",
         "everyday_n": scores[1]["everyday"]["sentences"],
         "score_rows": score_rows(scores),

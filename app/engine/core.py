@@ -140,8 +140,10 @@ class EngineCore:
             self.metrics.queue_time.observe(now - req.arrival)
             self.running[req.key] = req
             self.reserved += req.reserved_tokens
+        t0 = time.perf_counter()
         for new in self._prefill(admit):
             self._join(new)
+        self.scheduler.joined(time.perf_counter() - t0)
 
     def _prefill(self, admit: list[EngineRequest]) -> list[DecodeBatch]:
         """Encode admitted requests together; if that fails, one by one so that only the culprit fails."""
@@ -178,8 +180,9 @@ class EngineCore:
             self.batch = None
             return
         self.batch, outputs = done
-        now = time.monotonic()
-        self.decode_time.observe(time.perf_counter() - t0)
+        now, seconds = time.monotonic(), time.perf_counter() - t0
+        self.decode_time.observe(seconds)
+        self.scheduler.stepped(seconds)
         self.metrics.batch_size.observe(rows)
         self._collect(outputs, now)
 

@@ -119,3 +119,23 @@ def test_random_plans_keep_the_invariants():
             )
             over_prefill = sum(len(r.src) for r in plan.admit) + len(nxt.src) > lim.max_prefill_tokens
             assert over_rows or over_tokens or over_prefill
+
+
+def test_joins_are_paced_by_their_cost():
+    """While rows run, waiting requests join once the decoding since the last join took >= its time / join_overhead,
+    or once max_join_wait has passed; an idle engine admits at once; aborted requests are dropped meanwhile."""
+    a, b, c = req(), req(), req()
+    s = Scheduler(Limits(8, 1000, 100, join_overhead=0.1, max_join_wait=3600.0))
+    for r in (a, b, c):
+        s.add(r)
+    s.joined(0.01)  # a join took 10 ms: the next one waits for 100 ms of decoding
+    s.stepped(0.05)
+    b.aborted = True
+    assert s.plan(2, 0) == Plan([], [b])
+    s.stepped(0.05)
+    assert s.plan(2, 0).admit == [a, c]
+    for overhead, wait, running in ((0.1, 3600.0, 0), (0.1, 0.0, 2)):  # nothing runs; the wait cap has passed
+        s = Scheduler(Limits(8, 1000, 100, join_overhead=overhead, max_join_wait=wait))
+        s.add(a)
+        s.joined(10.0)
+        assert s.plan(running, 0).admit == [a]
