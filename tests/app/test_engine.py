@@ -7,6 +7,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+from app.engine.proc import make_core as engine_core
+from app.settings import Settings
 from model.batch import DecodeBatch
 from tests.app.inprocess import POISON, TEXTS, make_core, oracle, rounds, submit
 
@@ -171,3 +173,12 @@ def test_failed_filter_fails_the_batch_and_the_core_goes_on(monkeypatch, checkpo
     assert (
         results(rounds(core))[later].hypotheses[0].tokens == oracle(checkpoint, TEXTS[3], max_new_tokens=30)[0].tokens
     )
+
+
+def test_joins_are_paced_by_default_only_on_cuda(checkpoint):
+    """On CPU a join costs what its tokens cost, so the core joins every step unless told otherwise; the settings
+    reach the scheduler's limits."""
+    limits = engine_core("en-es", checkpoint.model, Settings()).scheduler.limits
+    assert (limits.join_overhead, limits.max_join_wait) == (1.0, 0.02)
+    limits = engine_core("en-es", checkpoint.model, Settings(join_overhead=0.25, max_join_wait_ms=5)).scheduler.limits
+    assert (limits.join_overhead, limits.max_join_wait) == (0.25, 0.005)
