@@ -134,16 +134,21 @@ def server_metrics(url: str) -> dict[str, float]:
     return out
 
 
+def max_batch(args: argparse.Namespace) -> int:
+    """The server's --max-batch-size (and the offline runner's): the largest client count or text count."""
+    return max(args.texts, *(int(c) for c in args.clients.split(",")))
+
+
 @contextlib.contextmanager
-def serving(args: argparse.Namespace, path: Path, checkout: Path, max_batch: int) -> Iterator[tuple[str, int]]:
+def serving(args: argparse.Namespace, path: Path, checkout: Path, rows: int) -> Iterator[tuple[str, int]]:
     """A ready server of `checkout` (its own app code) on 127.0.0.1: its base URL and launcher pid."""
     from tests.server import ServerProcess
 
-    flags = ["--model", str(path), "--device", args.device, "--dtype", args.dtype, "--max-batch-size", str(max_batch)]
+    flags = ["--model", str(path), "--device", args.device, "--dtype", args.dtype, "--max-batch-size", str(rows)]
     flags += ["--max-queue", "100000", "--log-level", "warning"]
     flags += ["--workers", str(args.workers)] if checkout == ROOT else []
-    path_ = os.pathsep.join(filter(None, [str(checkout), os.environ.get("PYTHONPATH")]))  # keep what the caller set
-    env = {"OMP_NUM_THREADS": str(args.threads), "PYTHONPATH": path_}
+    pythonpath = os.pathsep.join(filter(None, [str(checkout), os.environ.get("PYTHONPATH")]))  # keep the caller's
+    env = {"OMP_NUM_THREADS": str(args.threads), "PYTHONPATH": pythonpath}
     server = ServerProcess(*flags, env=env, cwd=checkout)
     try:
         server.wait(timeout=600)
@@ -201,7 +206,7 @@ def measure(
     fields, pair = decode_fields(args.new_tokens, forced=True), (ck.source_lang, ck.target_lang)
     clients = [int(c) for c in args.clients.split(",")]
     result = Served(name, [], [])
-    with serving(args, path, checkout, max([args.texts, *clients])) as (url, pid):
+    with serving(args, path, checkout, max_batch(args)) as (url, pid):
         warm = bodies(texts, 2 * clients[0], decode_fields(4, True), True, pair)  # connections, code paths
         closed_loop(url + "/translate", warm, clients[0], 300, 300, args.client_procs)
         for _ in range(args.repeats):
@@ -307,8 +312,7 @@ def main(argv: list[str] | None = None) -> int:
         ck = load(path, device=args.device, dtype=pick_dtype(args.dtype, args.device))
         n = max(args.texts, 4 * max(int(c) for c in args.clients.split(",")))
         texts, sources, _ = pick_sentences(ck.tokenizer, n, 128, args.seed)
-        max_batch = max(args.texts, *(int(c) for c in args.clients.split(",")))
-        runner = decoder(ck.model, Settings(max_batch_size=max_batch))  # on CUDA: static shapes, CUDA graphs
+        runner = decoder(ck.model, Settings(max_batch_size=max_batch(args)))  # on CUDA: static shapes, CUDA graphs
         offline(runner, sources[:8], decode_fields(4, True), 8, args.device)  # warm-up
         runs = [measure(args, "this tree", ROOT, path, ck, runner, texts, sources)]
         if args.before:
