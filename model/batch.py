@@ -1,19 +1,21 @@
-"""A decode batch as a value: requests join (concat) and leave (filter) between steps."""
+"""A decode batch as a value: requests join (concat) and leave (filter) between steps, which run one at a time
+(`step`) or overlapped, one step kept in flight (`step_ahead`)."""
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Hashable, Iterable
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
 from model.cache import DecoderCache
-from model.choice import Choice, Rows, choose
+from model.choice import Choice, Picked, Rows, choose, pick, unpack
 from model.config import ModelConfig
-from model.processors import process
+from model.processors import needs_penalties, process
 from model.search import Group, Request, StepOutput
-from model.transfer import upload
+from model.transfer import Readback, start_fetch, upload
 from model.transformer import Seq2SeqTransformer
 
 
@@ -95,14 +97,66 @@ class DecodeBatch:
     def step(self, model: Seq2SeqTransformer) -> tuple[DecodeBatch, list[StepOutput]]:
         """One decoder step for every row, in phases: logits, logit processing, token choice on the device (one copy to
         the host), bookkeeping in the groups, cache moves. Returns the batch that goes on and what each request got."""
+        steps = self.cache.decoded()  # per row, steps launched before this one (a step in flight included)
         logits = model.decode_step(self.tokens, self.cache).float()  # (N, V)
         rows = self._rows()
-        scores, logprobs = self._process(logits, model.cfg, rows)
+        scores, logprobs = self._process(logits, model.cfg, rows, steps)
         choice = choose(scores, logprobs, rows)
         outputs, kept = self._advance(choice)
         groups, _ = self._rearrange(kept)
         tokens = upload([b[-1] for g in groups for b in g.beams], torch.long, self.tokens.device)
         return DecodeBatch(groups, self.cache, tokens), outputs
+
+    # --- the overlap scheduler: step t+1 is launched before step t's choices are read back ----------------------
+    @property
+    def overlappable(self) -> bool:
+        """Whether the next step may be launched before this one's choices reach the host: every request is one row
+        (greedy or sampling) and no processor reads its history (repetition penalty, no-repeat n-grams and bad words
+        would read it one step stale). min_new_tokens and forced tokens count steps only, which the cache knows."""
+        return all(g.params.beam_size == 1 and not needs_penalties(g.params) for g in self.groups)
+
+    def step_ahead(
+        self, model: Seq2SeqTransformer, pending: Pending | None
+    ) -> tuple[DecodeBatch, list[StepOutput], Pending | None]:
+        """One round of the overlap scheduler: launch the next step, then book the step in flight (`pending`) while the
+        device runs the new one. Rows at their length limit end with the step in flight and do not run the next one;
+        rows that end with EOS do run it (wasted: nothing of it is read) and leave before the one after. A batch that
+        is not overlappable books the step in flight first, then runs one sequential `step`. Returns the batch that
+        goes on, what each request got (from the booked steps) and the step now in flight."""
+        if not self.overlappable:
+            outputs, done = pending.book(self.groups) if pending is not None else ([], set())
+            batch = self._without(done)
+            if not len(batch):
+                return batch, outputs, None
+            batch, more = batch.step(model)
+            return batch, outputs + more, None
+        ahead, launched = self, None
+        if pending is not None and (ending := pending.ending()):
+            ahead = self._without({g.request.id for g in self.groups if id(g) in ending})
+        if len(ahead):
+            ahead, launched = ahead.launch(model)
+        if pending is None:
+            return ahead, [], launched
+        outputs, done = pending.book(self.groups)  # waits for the step in flight only, while the device runs the next
+        return ahead._without(done), outputs, launched
+
+    def launch(self, model: Seq2SeqTransformer) -> tuple[DecodeBatch, Pending]:
+        """Launch one decode step for every row (one-row requests only) and start copying its choices to the host
+        without waiting: the batch that runs next (the same groups, not advanced yet; its inputs are the step's tokens
+        on the device) and the step in flight."""
+        steps = self.cache.decoded()  # per row, steps launched before this one (a step in flight included)
+        logits = model.decode_step(self.tokens, self.cache).float()  # (N, V)
+        rows = self._rows()
+        scores, logprobs = self._process(logits, model.cfg, rows, steps)
+        picked = pick(scores, logprobs, rows)
+        pending = Pending(self.groups, rows, picked, start_fetch(picked.packed), logits.shape[1])
+        return DecodeBatch(self.groups, self.cache, picked.tokens), pending
+
+    def _without(self, ids: set[Hashable]) -> DecodeBatch:
+        """This batch less the requests in `ids` (itself when none of them is in it); consumes this batch."""
+        if not any(g.request.id in ids for g in self.groups):
+            return self
+        return self.filter([i for i in self.ids if i not in ids])
 
     def _rows(self) -> Rows:
         """Every row's parameters and generator, and the beam groups' layout, scores and ranks."""
@@ -113,9 +167,10 @@ class DecodeBatch:
         cum, ranks = [s for _, g in beams for s in g.scores], [r for _, g in beams for r in g.ranks]
         return Rows(params, generators, [(first, len(g.beams)) for first, g in beams], cum, ranks)
 
-    def _process(self, logits: Tensor, cfg: ModelConfig, rows: Rows) -> tuple[Tensor, Tensor | None]:
+    def _process(self, logits: Tensor, cfg: ModelConfig, rows: Rows, steps: list[int]) -> tuple[Tensor, Tensor | None]:
         """Logit processing: the scores the choice ranks (log-probabilities for beam rows, logits for the others)
-        after every per-row processor, and the log-probabilities when any row keeps scores."""
+        after every per-row processor (each row `steps` tokens into its output), and the log-probabilities when any
+        row keeps scores."""
         n_beam = len(rows.cum)
         logprobs = logits.log_softmax(-1) if any(p.scored for p in rows.params) else None
         if n_beam == len(rows.params):
@@ -125,7 +180,6 @@ class DecodeBatch:
         else:
             is_beam = upload([p.beam_size > 1 for p in rows.params], torch.bool, logits.device)
             scores = torch.where(is_beam[:, None], logprobs, logits)
-        steps = [g.steps for g in self.groups for _ in g.beams]
         process(scores, cfg, rows.params, steps, lambda: [h for g in self.groups for h in g.histories()])
         return scores, logprobs
 
@@ -136,13 +190,44 @@ class DecodeBatch:
         for g in self.groups:
             width = len(g.beams)
             parents = g.advance(choice, row)
-            if not g.beams:
-                outputs.append(StepOutput(g.request.id, _last(g, width), g.result()))
-            else:
+            outputs.append(_output(g, width))
+            if g.beams:
                 kept.append((g, row, width, parents))
-                outputs.append(StepOutput(g.request.id, g.beams[0][-1] if g.request.params.beam_size == 1 else None))
             row += width
         return outputs, kept
+
+
+@dataclass
+class Pending:
+    """A decode step in flight (the overlap scheduler's): the groups that ran it in row order, its rows as the choice
+    saw them, its choices on the device (`picked.tokens` (N,): the next step's inputs) and their copy to the host."""
+
+    groups: list[Group]
+    rows: Rows
+    picked: Picked
+    readback: Readback
+    vocab: int
+
+    def ending(self) -> set[int]:
+        """id() of the groups whose step in flight is their last whatever it picks (their length limit); asked before
+        the step is booked."""
+        return {id(g) for g in self.groups if g.steps + 1 >= g.params.max_new_tokens}
+
+    def book(self, live: list[Group]) -> tuple[list[StepOutput], set[Hashable]]:
+        """The step's choices taken by the groups of `live` that ran it (waiting for the copy, not for work launched
+        after the step): what each of them got, and the ids of those that finished. Groups that left since (finished
+        at an earlier step, aborted) are not in `live` and are skipped; groups that joined after it did not run it."""
+        choice = unpack(self.readback.wait(), self.picked, self.rows, self.vocab)
+        row = {id(g): r for r, g in enumerate(self.groups)}
+        outputs, done = [], set()
+        for g in live:
+            if (r := row.get(id(g))) is None:
+                continue
+            g.advance(choice, r)
+            outputs.append(_output(g, 1))
+            if not g.beams:
+                done.add(g.request.id)
+        return outputs, done
 
 
 def place(spans: list[tuple[int, int, int]]) -> list[int]:
@@ -169,6 +254,13 @@ def place(spans: list[tuple[int, int, int]]) -> list[int]:
             return list(itertools.accumulate((new for _, _, new in spans[:-1]), initial=0))
         starts[i], gap[0], gap[1] = gap[0], gap[0] + width, gap[1] - width
     return starts
+
+
+def _output(group: Group, width: int) -> StepOutput:
+    """What a group that was `width` rows wide got from the step it just took."""
+    if not group.beams:
+        return StepOutput(group.request.id, _last(group, width), group.result())
+    return StepOutput(group.request.id, group.beams[0][-1] if group.params.beam_size == 1 else None)
 
 
 def _last(group: Group, width: int) -> int | None:

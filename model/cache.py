@@ -146,6 +146,10 @@ class DecoderCache:
         n, _, s = self.extent()
         return self.mask_buf[:n, :s]
 
+    def decoded(self) -> list[int]:
+        """Positions each live row has decoded (steps launched for it), from the python copies: no device sync."""
+        return [self.steps - start for start in self.starts]
+
     def advance(self) -> None:
         """Count the position just written (live rows only: padding rows stay where they are)."""
         self.lengths.add_(1)

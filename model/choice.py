@@ -37,11 +37,27 @@ class Choice:
     candidates: dict[int, list[tuple[float, int, int]]]
 
 
+@dataclass
+class Picked:
+    """One step's choices still on the device: every row's token (N,) (beam rows' entries unused; None when every row
+    is a beam row), and all that the host needs packed in one tensor for one copy."""
+
+    tokens: Tensor | None
+    packed: Tensor
+    scored: bool  # the packed tensor carries the picked tokens' log-probabilities after the tokens
+
+
 def choose(scores: Tensor, logprobs: Tensor | None, rows: Rows) -> Choice:
     """Every row's choice, made on the device; one device-to-host copy brings all of it back."""
-    n, vocab = scores.shape
+    picked = pick(scores, logprobs, rows)
+    return unpack(fetch(picked.packed), picked, rows, scores.shape[1])
+
+
+def pick(scores: Tensor, logprobs: Tensor | None, rows: Rows) -> Picked:
+    """The device part of the choice: tokens of the greedy and sampled rows, beam groups' candidates, packed."""
+    n = scores.shape[0]
     single = len(rows.cum) < n  # rows that take one token: greedy or sampled
-    parts = []
+    parts, tokens = [], None
     if single:
         tokens = scores.argmax(-1)  # (N,) first maximum; beam rows' entries go unused
         sampled = [i for i, p in enumerate(rows.params) if p.sampling]
@@ -55,18 +71,24 @@ def choose(scores: Tensor, logprobs: Tensor | None, rows: Rows) -> Choice:
     if rows.groups:
         parts += beam_candidates(scores, rows)
     packed = parts[0] if len(parts) == 1 else torch.cat([p.double().flatten() for p in parts])
-    flat = fetch(packed)  # the step's one copy to the host
+    return Picked(tokens, packed, single and logprobs is not None)
+
+
+def unpack(flat: Tensor, picked: Picked, rows: Rows, vocab: int) -> Choice:
+    """The host part of the choice: the packed tensor, copied to the host, as a `Choice`."""
+    n = len(rows.params)
+    single = picked.tokens is not None
     tokens = flat[:n].long().tolist() if single else []
-    picked = flat[n : 2 * n].tolist() if single and logprobs is not None else None
+    logprobs = flat[n : 2 * n].tolist() if picked.scored else None
     candidates = {}
     if rows.groups:
-        start = (n if single else 0) + (n if picked is not None else 0)
+        start = (n if single else 0) + (n if picked.scored else 0)
         best, parents, ids = flat[start:].view(3, len(rows.groups), -1)
         best, parents, ids = best.tolist(), parents.long().tolist(), ids.long().tolist()
         for i, (first, width) in enumerate(rows.groups):
             keep = min(2 * rows.params[first].beam_size, width * vocab)
             candidates[first] = list(zip(best[i][:keep], parents[i][:keep], ids[i][:keep], strict=True))
-    return Choice(tokens, picked, candidates)
+    return Choice(tokens, logprobs, candidates)
 
 
 def beam_candidates(scores: Tensor, rows: Rows) -> tuple[Tensor, Tensor, Tensor]:

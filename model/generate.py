@@ -10,11 +10,15 @@ from model.transformer import Seq2SeqTransformer
 
 
 @torch.inference_mode()
-def generate(model: Seq2SeqTransformer, requests: list[Request]) -> list[list[Hypothesis]]:
-    """Decode all requests as one batch until each finishes; n-best per request, in order."""
+def generate(model: Seq2SeqTransformer, requests: list[Request], overlap: bool = False) -> list[list[Hypothesis]]:
+    """Decode all requests as one batch until each finishes; n-best per request, in order. With `overlap`, one step
+    is kept in flight (`DecodeBatch.step_ahead`): the same results, the host's bookkeeping hidden behind the device."""
     results: dict = {}
-    batch = DecodeBatch.prefill(model, requests)
+    batch, pending = DecodeBatch.prefill(model, requests), None
     while len(batch):
-        batch, outputs = batch.step(model)
+        if overlap:
+            batch, outputs, pending = batch.step_ahead(model, pending)
+        else:
+            batch, outputs = batch.step(model)
         results.update((o.id, o.hypotheses) for o in outputs if o.finished)
     return [results[r.id] for r in requests]

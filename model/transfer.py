@@ -1,8 +1,10 @@
-"""Host <-> device copies that do not stall the device: small uploads through pinned memory, one fetch per step."""
+"""Host <-> device copies that do not stall the device: small uploads through pinned memory, one fetch per step, and
+readbacks that are started now and waited on later (the overlap scheduler)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor
@@ -16,10 +18,31 @@ def upload(values: Sequence | Tensor, dtype: torch.dtype, device: torch.device) 
     return host.to(dtype=dtype).pin_memory().to(device, non_blocking=True)
 
 
+@dataclass
+class Readback:
+    """A device tensor on its way to the host: on CUDA a non-blocking copy into pinned memory and an event recorded on
+    the stream right after it; elsewhere (no asynchrony) the tensor itself and no event."""
+
+    host: Tensor
+    event: torch.cuda.Event | None = None
+
+    def wait(self) -> Tensor:
+        """The host tensor, once the copy has landed (waits for the device up to the copy only, not beyond)."""
+        if self.event is not None:
+            self.event.synchronize()
+        return self.host
+
+
+def start_fetch(x: Tensor) -> Readback:
+    """Start copying `x` to the host without waiting: work enqueued after it (the next step) does not delay it."""
+    if x.device.type != "cuda":
+        return Readback(x)
+    host = x.to("cpu", non_blocking=True)  # pinned: non_blocking device-to-host copies allocate pinned memory
+    event = torch.cuda.Event()
+    event.record(torch.cuda.current_stream(x.device))
+    return Readback(host, event)
+
+
 def fetch(x: Tensor) -> Tensor:
     """`x` on the host: on CUDA a non-blocking copy into pinned memory, then a wait for the stream up to it."""
-    if x.device.type != "cuda":
-        return x
-    out = x.to("cpu", non_blocking=True)  # pinned: non_blocking device-to-host copies allocate pinned memory
-    torch.cuda.current_stream(x.device).synchronize()
-    return out
+    return start_fetch(x).wait()
