@@ -264,11 +264,12 @@ def _output(group: Group, width: int) -> StepOutput:
 
 
 def _last(group: Group, width: int) -> int | None:
-    """The token a finished one-row request produced on its final step (None for beams)."""
+    """The token a finished one-row request produced on its final step (None for beams): EOS, also when forced at
+    the length limit (its finish reason is then "length", and the output does not keep it), else its last token."""
     if group.params.beam_size > 1 or width != 1:
         return None
     hyp = group.finished[0]
-    return group.eos_id if hyp.finish_reason == "eos" else hyp.tokens[-1]
+    return hyp.tokens[-1] if len(hyp.tokens) == group.steps else group.eos_id
 
 
 def _generator(request: Request, device: torch.device) -> torch.Generator | None:

@@ -180,3 +180,16 @@ def test_bad_words_and_forced_tokens(model):
     forced = DecodeParams(beam_size=2, max_new_tokens=5, forced_bos_id=7, forced_eos=True)
     hyp = generate(model, [Request(0, src, forced)])[0][0]
     assert hyp.tokens[0] == 7 and len(hyp.tokens) <= 4 and hyp.finish_reason in ("eos", "length")
+
+
+def test_a_stream_ends_with_eos_also_when_it_is_forced_at_the_limit(model):
+    """forced_eos: the last step's token is EOS (the output does not keep it, its reason is "length"), not the
+    previous token a second time."""
+    batch = DecodeBatch.prefill(model, [Request(0, _src(4), DecodeParams(max_new_tokens=5, forced_eos=True))])
+    streamed = []
+    with torch.inference_mode():
+        while len(batch):
+            batch, (out,) = batch.step(model)
+            streamed.append(out.token)
+    (hyp,) = out.hypotheses
+    assert streamed == [*hyp.tokens, 1] and len(hyp.tokens) == 4 and hyp.finish_reason == "length"
