@@ -66,14 +66,15 @@ class DecodeBatch:
         self.cache.append_(other.cache)
         return DecodeBatch(self.groups + other.groups, self.cache, torch.cat([self.tokens, other.tokens]))
 
-    def filter(self, keep: Iterable[Hashable]) -> DecodeBatch:
-        """Only the requests whose ids are in `keep` (aborted ones leave); consumes this batch."""
+    def filter(self, keep: Iterable[Hashable], widths: list[int] | None = None) -> DecodeBatch:
+        """Only the requests whose ids are in `keep` (aborted ones leave); consumes this batch. `widths`: each group's
+        rows in the batch when they are no longer its width (it was booked since: a finished group has none left)."""
         keep = set(keep)
         kept, start = [], 0
-        for g in self.groups:
+        for g, width in zip(self.groups, widths or [g.width for g in self.groups], strict=True):
             if g.request.id in keep:
-                kept.append((g, start, g.width, list(range(start, start + g.width))))
-            start += g.width
+                kept.append((g, start, width, list(range(start, start + width))))
+            start += width
         groups, parents = self._rearrange(kept)
         tokens = self.tokens.index_select(0, upload(parents, torch.long, self.tokens.device))
         return DecodeBatch(groups, self.cache, tokens)
@@ -124,8 +125,9 @@ class DecodeBatch:
         is not overlappable books the step in flight first, then runs one sequential `step`. Returns the batch that
         goes on, what each request got (from the booked steps) and the step now in flight."""
         if not self.overlappable:
+            widths = [g.width for g in self.groups]  # the rows' layout; booking empties the groups that finish
             outputs, done = pending.book(self.groups) if pending is not None else ([], set())
-            batch = self._without(done)
+            batch = self._without(done, widths)
             if not len(batch):
                 return batch, outputs, None
             batch, more = batch.step(model)
@@ -138,7 +140,7 @@ class DecodeBatch:
         if pending is None:
             return ahead, [], launched
         outputs, done = pending.book(self.groups)  # waits for the step in flight only, while the device runs the next
-        return ahead._without(done), outputs, launched
+        return ahead._without(done, [1] * len(ahead)), outputs, launched  # one row per request
 
     def launch(self, model: Seq2SeqTransformer) -> tuple[DecodeBatch, Pending]:
         """Launch one decode step for every row (one-row requests only) and start copying its choices to the host
@@ -152,11 +154,12 @@ class DecodeBatch:
         pending = Pending(self.groups, rows, picked, start_fetch(picked.packed), logits.shape[1])
         return DecodeBatch(self.groups, self.cache, picked.tokens), pending
 
-    def _without(self, ids: set[Hashable]) -> DecodeBatch:
-        """This batch less the requests in `ids` (itself when none of them is in it); consumes this batch."""
+    def _without(self, ids: set[Hashable], widths: list[int] | None = None) -> DecodeBatch:
+        """This batch less the requests in `ids` (itself when none of them is in it); consumes this batch. `widths`:
+        as for `filter`."""
         if not any(g.request.id in ids for g in self.groups):
             return self
-        return self.filter([i for i in self.ids if i not in ids])
+        return self.filter([i for i in self.ids if i not in ids], widths)
 
     def _rows(self) -> Rows:
         """Every row's parameters and generator, and the beam groups' layout, scores and ranks."""

@@ -1,0 +1,216 @@
+"""The overlap scheduler (`DecodeBatch.step_ahead`: step t+1 launched before step t is read back) gives what the
+sequential step gives: same tokens, finish reasons, scores and per-request token streams, nothing after a request
+finished or left, joins and aborts while a step is in flight; exactly one wasted row-step per row that ends with EOS
+(none at length limits); beam search and history-dependent processors fall back to sequential steps."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import pytest
+import torch
+
+from model.batch import DecodeBatch
+from model.checkpoint import load
+from model.generate import generate
+from model.params import DecodeParams
+from model.search import Request
+from model.transfer import start_fetch
+from model.transformer import Seq2SeqTransformer
+from tests.model.test_decoding import MIXED, _src, _tokens
+from tests.model.test_static import LANES, _on, _static
+
+# one-row requests: greedy and seeded sampling, scores on and off, length limits, min lengths, forced tokens
+ONE_ROW = [
+    DecodeParams(max_new_tokens=36),
+    DecodeParams(max_new_tokens=27, return_scores=False),
+    DecodeParams(sampling=True, seed=7, top_k=10, temperature=0.8, max_new_tokens=36),
+    DecodeParams(min_new_tokens=15, max_new_tokens=27),
+    DecodeParams(sampling=True, seed=3, top_p=0.7, max_new_tokens=30, return_scores=False),
+    DecodeParams(min_new_tokens=6, max_new_tokens=33, forced_bos_id=7),
+    DecodeParams(min_new_tokens=23, max_new_tokens=24, forced_eos=True),
+    DecodeParams(min_new_tokens=9, max_new_tokens=42, sampling=True, seed=11),
+]
+
+
+@pytest.fixture(scope="module")
+def native(native_dir) -> Seq2SeqTransformer:
+    """The tests' native checkpoint (random weights, 320 pieces): with ONE_ROW, rows end with EOS (which the host
+    cannot know ahead) at many different steps, others at their length limits."""
+    return load(native_dir).model
+
+
+class Counting:
+    """A runner that counts the rows of every decode step it runs."""
+
+    def __init__(self, runner):
+        self.runner, self.rows = runner, 0
+
+    def __getattr__(self, name):
+        return getattr(self.runner, name)
+
+    def decode_step(self, tokens, cache):
+        self.rows += cache.rows
+        return self.runner.decode_step(tokens, cache)
+
+
+def _wasted(requests: list[Request], results: list) -> int:
+    """Row-steps the overlap scheduler wastes: one per row that ended with EOS before its length limit."""
+    return sum(h[0].finish_reason == "eos" and len(h[0].tokens) + 1 < r.params.max_new_tokens
+               for r, h in zip(requests, results, strict=True))  # fmt: skip
+
+
+@pytest.mark.parametrize("which", ["model", "native"])
+@pytest.mark.parametrize(("device", "graphs"), LANES)
+def test_overlap_equals_sequential(request, which, device, graphs):
+    """One-row requests ending at different steps (EOS, length limit, forced EOS): the same hypotheses and scores,
+    and the decode steps ran exactly one row more per row that ended with EOS before its limit."""
+    model = _on(request.getfixturevalue(which), device)
+    runner = _static(model, graphs, max_rows=16, max_positions=20, max_source=24) if device == "cuda" else model
+    requests = [Request(i, _src(i), ONE_ROW[i % len(ONE_ROW)]) for i in range(12)]
+    steps, ahead = Counting(runner), Counting(runner)
+    sequential, overlapped = generate(steps, requests), generate(ahead, requests, overlap=True)
+    for want, got in zip(sequential, overlapped, strict=True):
+        assert _tokens(got) == _tokens(want)
+        assert [h.score for h in got] == pytest.approx([h.score for h in want], abs=1e-5)
+    wasted = _wasted(requests, sequential)
+    assert wasted >= (5 if which == "native" else 0)
+    assert ahead.rows == steps.rows + wasted
+
+
+@dataclass
+class Run:
+    """What a running batch produced: every output's token by request (streams), results, aborted ids; per round
+    whether the batch could overlap and whether it left a step in flight; joins made while a step was in flight and
+    steps in flight read back by a batch that could not overlap (a beam or history row had joined)."""
+
+    streams: dict = field(default_factory=lambda: defaultdict(list))
+    results: dict = field(default_factory=dict)
+    aborted: set = field(default_factory=set)
+    overlappable: list[bool] = field(default_factory=list)
+    in_flight: list[bool] = field(default_factory=list)
+    joined_in_flight: int = 0
+    fell_back: int = 0
+
+
+def drive(runner, schedule: dict[int, list[tuple[str, list]]], overlap: bool) -> Run:
+    """Decode as a server does: at round k the requests of ("join", requests) join and the ids of ("abort", ids)
+    leave, then one step (overlap: `step_ahead`, keeping one in flight). Nothing may come for a request after its
+    result or its abort."""
+    run, batch, pending, k = Run(), None, None, 0
+    with torch.inference_mode():
+        while k <= max(schedule) or batch is not None:
+            for kind, arg in schedule.get(k, []):
+                if kind == "join":
+                    run.joined_in_flight += pending is not None
+                    new = DecodeBatch.prefill(runner, arg)
+                    batch = new if batch is None else batch.concat(new)
+                else:
+                    run.aborted |= set(arg)
+                    batch = batch.filter([i for i in batch.ids if i not in arg])
+            if batch is not None and len(batch):
+                run.overlappable.append(batch.overlappable)
+                run.fell_back += pending is not None and not batch.overlappable
+                if overlap:
+                    batch, outputs, pending = batch.step_ahead(runner, pending)
+                else:
+                    batch, outputs = batch.step(runner)
+                for o in outputs:
+                    assert o.id not in run.results and o.id not in run.aborted, o.id
+                    if o.token is not None:
+                        run.streams[o.id].append(o.token)
+                    if o.finished:
+                        run.results[o.id] = o.hypotheses
+                run.in_flight.append(pending is not None)
+            if batch is not None and not len(batch):
+                batch, pending = None, None
+            k += 1
+    return run
+
+
+def _schedule(params: list[DecodeParams], n: int, abort: tuple[int, int]) -> dict:
+    """Two requests at round 0, then one or two joining every round; at round abort[0] request abort[1] leaves."""
+    requests = [Request(i, _src(i), params[i % len(params)]) for i in range(n)]
+    schedule, k, rest = {0: [("join", requests[:2])]}, 1, requests[2:]
+    while rest:
+        schedule[k] = [("join", rest[: 1 + k % 2])]
+        rest, k = rest[1 + k % 2 :], k + 1
+    schedule.setdefault(abort[0], []).insert(0, ("abort", [abort[1]]))
+    return schedule
+
+
+def _same_runs(sequential: Run, overlapped: Run, aborted: int) -> None:
+    """Equal results, scores and streams; the aborted request streamed a prefix of what it streams step by step."""
+    assert set(overlapped.results) == set(sequential.results) and aborted not in overlapped.results
+    for i, want in sequential.results.items():
+        assert _tokens(overlapped.results[i]) == _tokens(want), i
+        assert [h.score for h in overlapped.results[i]] == pytest.approx([h.score for h in want], abs=1e-5)
+        assert overlapped.streams[i] == sequential.streams[i], i
+    cut = overlapped.streams[aborted]
+    assert cut == sequential.streams[aborted][: len(cut)]
+
+
+@pytest.mark.parametrize("which", ["model", "native"])
+def test_joins_and_aborts_while_a_step_is_in_flight(request, which):
+    """Continuous batching with a step always in flight: requests join every round, one leaves (aborted) while its
+    step is in flight, rows end at different steps; everything equals the sequential run, every finished request
+    streamed its tokens in order, ending with its last one (EOS included), and nothing after."""
+    model = request.getfixturevalue(which)
+    schedule = _schedule(ONE_ROW, 14, abort=(3, 1))
+    sequential, overlapped = drive(model, schedule, False), drive(model, schedule, True)
+    _same_runs(sequential, overlapped, aborted=1)
+    for i, hyps in overlapped.results.items():  # EOS (1) ends the stream unless the length limit came first
+        tokens = hyps[0].tokens
+        assert overlapped.streams[i][: len(tokens)] == tokens and overlapped.streams[i][len(tokens) :] in ([], [1]), i
+    assert overlapped.joined_in_flight >= 5 and all(overlapped.in_flight[:-1])
+    assert not any(sequential.in_flight)
+
+
+def test_beam_and_history_rows_fall_back_to_sequential_steps(model):
+    """A beam request and one with history-dependent processors join greedy rows whose step is in flight: that step
+    is read back, then the batch runs step by step while either is in it, and overlaps again once they left."""
+    beam = DecodeParams(beam_size=3, num_hypotheses=2, max_new_tokens=4)
+    history = DecodeParams(no_repeat_ngram_size=2, repetition_penalty=1.3, max_new_tokens=6)
+    long = DecodeParams(max_new_tokens=16)
+    requests = [Request(i, _src(i), p) for i, p in enumerate([long, ONE_ROW[2], beam, history, long, MIXED[5]])]
+    schedule = {0: [("join", requests[:2])], 2: [("join", requests[2:4])], 12: [("join", requests[4:])]}
+    schedule[13] = [("abort", [0])]
+    sequential, overlapped = drive(model, schedule, False), drive(model, schedule, True)
+    _same_runs(sequential, overlapped, aborted=0)
+    flight = overlapped.in_flight
+    assert flight[:2] == [True, True] and not any(flight[2:8])  # the beam and history rows finish after 4 and 6 steps
+    assert all(flight[8:12]) and not any(flight[12:22])  # overlapping again, until a beam (MIXED[5]) joins at 12
+    assert all(flight[22:-1])  # it took its 10 steps: the last request overlaps again
+    assert overlapped.joined_in_flight == 2 and overlapped.fell_back == 2  # rounds 2 and 12
+
+
+def test_falling_back_and_overlapping_again_many_times(native):
+    """One-row requests end with EOS at many steps while short beam and history requests keep joining: the batch
+    switches between overlapped and sequential steps many times, some rows ending at the very step read back when
+    it falls back; the same as the sequential run, and never a step in flight beside a beam or history row."""
+    short = [DecodeParams(beam_size=2, max_new_tokens=3), DecodeParams(repetition_penalty=1.5, max_new_tokens=2)]
+    params = [*ONE_ROW[:4], short[0], *ONE_ROW[4:], short[1]]
+    schedule = _schedule(params, 40, abort=(6, 3))
+    sequential, overlapped = drive(native, schedule, False), drive(native, schedule, True)
+    _same_runs(sequential, overlapped, aborted=3)
+    assert not any(f and not o for f, o in zip(overlapped.in_flight, overlapped.overlappable, strict=True))
+    assert overlapped.fell_back >= 4 and sum(overlapped.in_flight) >= 15
+
+
+def test_readback_is_the_tensor_itself_without_cuda():
+    """On CPU nothing runs asynchronously: the readback is the tensor itself, no copy and no event."""
+    x = torch.arange(4)
+    back = start_fetch(x)
+    assert back.event is None and back.wait() is x
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_readback_waits_for_its_copy_only_on_cuda():
+    """A readback started before more work was queued gives the values of its moment, in pinned memory."""
+    x = torch.arange(1 << 20, device="cuda")
+    back = start_fetch(x[:8])
+    for _ in range(20):  # queued after the copy: the readback must not see it
+        x.mul_(3)
+    assert back.event is not None and back.host.is_pinned()
+    assert back.wait().tolist() == list(range(8))
