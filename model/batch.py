@@ -83,7 +83,8 @@ class DecodeBatch:
         """Lay out the groups that go on, each (group, old first row, old width, parent of each new row), in the
         first rows of the cache, moving as few as possible; return them in row order with every row's parent."""
         same = len(kept) == len(self.groups) and all(rows == list(range(s, s + old)) for _, s, old, rows in kept)
-        if same:  # every row stays where it is: nothing moves
+        if same and self.cache.rows == self.rows:  # every row stays where it is: nothing moves (a cache that holds
+            # more rows, as after a join that failed half-way, drops them below)
             return [g for g, *_ in kept], list(range(self.rows))
         starts = place([(start, old, g.width) for g, start, old, _ in kept])
         order = sorted(range(len(kept)), key=starts.__getitem__)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from app.engine.messages import Update
 from app.engine.proc import make_core as engine_core
 from app.settings import Settings
 from model.batch import DecodeBatch
@@ -148,7 +149,9 @@ def test_failed_join_fails_only_the_newcomers(monkeypatch, checkpoint):
     first = rounds(core, limit=3)
     fail_once(monkeypatch, "concat", after_original_work=True)
     (joining,) = submit(core, checkpoint, [TEXTS[0]], first=2, **forced)
-    got = results(first + rounds(core))
+    core.run_round()
+    assert core.batch.cache.rows == core.batch.rows == 1  # the half-joined row left the cache too
+    got = results(first + [core.flush().get(b"front", Update())] + rounds(core))
     assert got[joining].error_type == "generation" and "joining the batch failed" in got[joining].error
     assert "out of memory" in got[joining].error
     assert got[running].hypotheses[0].tokens == oracle(checkpoint, TEXTS[1], **forced)[0].tokens
