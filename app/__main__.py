@@ -43,6 +43,11 @@ def parse_args(argv: list[str] | None = None) -> dict:
         action=argparse.BooleanOptionalAction,
         help="on CUDA, capture the static-shape decode step as CUDA graphs at start-up and replay them (default on)",
     )
+    p.add_argument(
+        "--overlap",
+        action=argparse.BooleanOptionalAction,
+        help="launch each decode step before reading the previous one back (default on on CUDA, off on CPU)",
+    )
     for name, kind in FLAGS.items():
         p.add_argument("--" + name.replace("_", "-"), type=kind)
     return {k: v for k, v in vars(p.parse_args(argv)).items() if v is not None}

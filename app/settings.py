@@ -46,6 +46,10 @@ class Settings(BaseSettings):
     keepalive_seconds: float = Field(15.0, gt=0)
     warmup_rounds: int = Field(2, ge=0)
     cuda_graphs: bool = Field(True, description="CUDA: replay the static-shape decode step as CUDA graphs")
+    overlap: bool | None = Field(
+        None, description="launch each decode step before reading the previous one back, so that the host's work "
+        "hides behind the device's (one-row requests; beam search runs step by step); default on on CUDA, off on CPU"
+    )  # fmt: skip
     api_keys: Annotated[list[str], NoDecode] = Field(default_factory=list)
     log_level: str = "info"
 

@@ -1,5 +1,7 @@
 """The engine core: continuous batching over one model, driven by messages. It plans, executes (every batch change
-guarded) and collects one Update per front per round; it knows token ids only, never text, sockets or HTTP."""
+guarded) and collects one Update per front per round; it knows token ids only, never text, sockets or HTTP. With
+`overlap`, each round launches the next decode step before reading the previous one back (`DecodeBatch.step_ahead`),
+so the host's bookkeeping and messages run while the device decodes."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ from app.engine.messages import Hyp, Result, Submit, Update
 from app.engine.request import EngineRequest, Status
 from app.engine.scheduler import Limits, Scheduler
 from app.metrics import Metrics, observe_many
-from model.batch import DecodeBatch
+from model.batch import DecodeBatch, Pending
 from model.search import Hypothesis, Request, StepOutput
 from model.transformer import Seq2SeqTransformer
 
@@ -24,10 +26,19 @@ T = TypeVar("T")
 
 class EngineCore:
     """Requests join the batch between steps and leave as soon as they finish; a failed batch operation fails the
-    requests it touched and the core goes on."""
+    requests it touched and the core goes on. With `overlap`, one decode step stays in flight while its batch allows
+    (one-row requests without history-dependent processors; beam search runs step by step): a round's outputs are
+    the previous step's, and what joins or leaves between rounds does so between launches."""
 
     def __init__(
-        self, name: str, model: Seq2SeqTransformer, limits: Limits, metrics: Metrics, max_queue: int, max_wait_ms: float
+        self,
+        name: str,
+        model: Seq2SeqTransformer,
+        limits: Limits,
+        metrics: Metrics,
+        max_queue: int,
+        max_wait_ms: float,
+        overlap: bool = False,
     ):
         self.name, self.model, self.metrics = name, model, metrics
         self.scheduler = Scheduler(limits)
@@ -35,6 +46,8 @@ class EngineCore:
         self.requests: dict[tuple[bytes, int], EngineRequest] = {}  # waiting and running, by key
         self.running: dict[tuple[bytes, int], EngineRequest] = {}
         self.batch: DecodeBatch | None = None
+        self.overlap = overlap
+        self.pending: Pending | None = None  # the decode step in flight (overlap), read back next round
         self.reserved = 0  # cache tokens reserved by running requests
         self.outbox: dict[bytes, Update] = {}
         self.last_step = 0.0  # when the previous decode step's tokens came out
@@ -87,8 +100,8 @@ class EngineCore:
             self._admit(plan.admit)
         if self.batch is not None and len(self.batch):
             self._step()
-        if self.batch is not None and not len(self.batch):
-            self.batch = None
+        if self.batch is None or not len(self.batch):
+            self._clear()
 
     def flush(self) -> dict[bytes, Update]:
         """This round's messages, one per front that has news; the gauges follow the new state."""
@@ -107,7 +120,7 @@ class EngineCore:
         for req in list(self.requests.values()):
             self._fail(req, message, "not_ready")
         self.scheduler.waiting.clear()
-        self.batch = None
+        self._clear()
 
     # --- execute, guarded ------------------------------------------------------------------------
     def _guarded(self, what: str, batch: DecodeBatch, op: Callable[[], T]) -> T | None:
@@ -173,11 +186,12 @@ class EngineCore:
             self.batch = self._guarded("filter", old, lambda: old.filter(old.ids))  # undo a partial join
 
     def _step(self) -> None:
-        """One decode step for the whole batch, then tokens and results for every request in it."""
+        """One decode step for the whole batch, then tokens and results for every request in it (with overlap: the
+        next step is launched, then the one in flight is read back and its tokens and results go out)."""
         batch, rows, t0 = self.batch, self.batch.rows, time.perf_counter()
-        done = self._guarded("decoding", batch, lambda: batch.step(self.model))
+        done = self._guarded("decoding", batch, lambda: self._decode(batch))
         if done is None:
-            self.batch = None
+            self._clear()
             return
         self.batch, outputs = done
         now, seconds = time.monotonic(), time.perf_counter() - t0
@@ -185,6 +199,17 @@ class EngineCore:
         self.scheduler.stepped(seconds)
         self.metrics.batch_size.observe(rows)
         self._collect(outputs, now)
+
+    def _decode(self, batch: DecodeBatch) -> tuple[DecodeBatch, list[StepOutput]]:
+        """The batch that goes on and the step's outputs: sequential, or overlapped with the step kept in flight."""
+        if not self.overlap:
+            return batch.step(self.model)
+        batch, outputs, self.pending = batch.step_ahead(self.model, self.pending)
+        return batch, outputs
+
+    def _clear(self) -> None:
+        """No batch any more: a step still in flight ran only rows that have left (nothing of it is read)."""
+        self.batch, self.pending = None, None
 
     def _collect(self, outputs: list[StepOutput], now: float) -> None:
         """Tokens for streaming requests, results for finished ones; TTFT per request, ITL once per step."""

@@ -79,9 +79,11 @@ def warm_up(ck: Checkpoint, runner: Seq2SeqTransformer | StaticDecoder, rounds: 
 
 def make_core(name: str, runner: Seq2SeqTransformer | StaticDecoder, s: Settings) -> EngineCore:
     """An engine core over a loaded model (or its static decoder) with the settings' limits."""
-    overhead = s.join_overhead or (0.1 if runner.device.type == "cuda" else 1.0)
+    cuda = runner.device.type == "cuda"
+    overhead = s.join_overhead or (0.1 if cuda else 1.0)
     limits = Limits(s.max_batch_size, s.max_batch_tokens, s.max_prefill_tokens, overhead, s.max_join_wait_ms / 1000)
-    return EngineCore(name, runner, limits, Metrics(), s.max_queue, s.max_wait_ms)
+    overlap = cuda if s.overlap is None else s.overlap  # on CPU nothing runs asynchronously: nothing to hide
+    return EngineCore(name, runner, limits, Metrics(), s.max_queue, s.max_wait_ms, overlap)
 
 
 def core_main(spec: str, settings: dict, address: str, stop: Connection) -> None:

@@ -15,9 +15,9 @@ pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUD
 TEXTS = ["the cat sleeps", "a big red dog runs in the city", "hello world", "the small green tree eats", "good night"]
 
 
-@pytest.fixture(scope="module", params=["--cuda-graphs", "--no-cuda-graphs"])
+@pytest.fixture(scope="module", params=["--cuda-graphs", "--no-cuda-graphs", "--no-overlap"])
 def gpu_server(native_dir, request):
-    """The server on cuda in float32 (exact comparisons), graphs on or off."""
+    """The server on cuda in float32 (exact comparisons), graphs on or off, overlap on (default) or off."""
     args = ("--model", str(native_dir), "--device", "cuda", "--dtype", "float32", "--max-batch-size", "8")
     proc = ServerProcess(*args, request.param).wait()
     yield proc
