@@ -2,11 +2,14 @@
 
     python -m bench.gpu_speed                     # on a GPU: OPUS-MT shape, writes its section of docs/benchmarks.md
     python -m bench.gpu_speed --tiny              # anywhere (CPU too): a tiny model, prints only: the benchmark runs
+    python -m bench.gpu_speed --compare-overlap   # also `ours seq`: the same engine without the overlap scheduler
 
 A random `MarianMTModel` of the OPUS-MT shape (d_model 512, 6+6 layers, 8 heads, ffn 2048, vocab 58101, swish) is
 built in memory; ours gets the same weights through `model.checkpoint.hf_network`. Engines, each in float16 and
-float32: `ours` (what the server runs on CUDA: `StaticDecoder` with every (rows, span) captured), `ours eager` (the
-model's own step, as before static shapes; CUDA only) and `HF` (`MarianMTModel.generate`). Every engine is forced to
+float32: `ours` (what the server runs on CUDA: `StaticDecoder` with every (rows, span) captured, and the overlap
+scheduler: step t+1 launched before step t is read back; beam search runs step by step), `ours seq` (the same without
+overlap; with --compare-overlap), `ours eager` (the model's own step, as before static shapes; CUDA only) and `HF`
+(`MarianMTModel.generate`). Every engine is forced to
 generate exactly --new-tokens tokens per sentence (checked), greedy and beam 4, at batch 1/32/64/256; engines take
 turns batch by batch; tokens/s = tokens of the best hypothesis / wall time (synchronised). GPU busy is kernel time
 (torch.profiler) / wall time of one run of each fp16 engine, greedy at batch 64.
@@ -33,8 +36,9 @@ DTYPES = {"fp16": torch.float16, "fp32": torch.float32}
 EOS = 0
 METHOD = (
     "Model: random `MarianMTModel` (d_model 512, 6+6 layers, 8 heads, ffn 2048, vocab 58101, swish; `--tiny`: d_model "
-    "64, 2+2 layers, vocab 1000), ours with the same weights. `ours`: `StaticDecoder` with its CUDA graphs (the "
-    "server's path on CUDA); `ours eager`: the model's own step, as before static shapes; `HF`: `generate` with "
+    "64, 2+2 layers, vocab 1000), ours with the same weights. `ours`: `StaticDecoder` with its CUDA graphs and the "
+    "overlap scheduler (the server's path on CUDA; beam search runs step by step); `ours seq`: the same without "
+    "overlap; `ours eager`: the model's own step, as before static shapes; `HF`: `generate` with "
     "`bad_words_ids=[[pad]]`. Engines take turns batch by batch; tokens/s = tokens of the best hypothesis / wall time "
     "(synchronised), every sentence forced to the same length (checked). GPU busy: kernel time (torch.profiler) / "
     "wall time of one greedy run at batch 64."
@@ -72,15 +76,17 @@ def sources(n: int, vocab: int, seed: int = 1) -> list[list[int]]:
     return [[rng.randrange(2, vocab - 1) for _ in range(rng.randint(9, 39))] + [EOS] for _ in range(n)]
 
 
-def ours_engine(model: torch.nn.Module) -> Engine:
-    """Our offline generation (the server's batch step) over `model` (a model or a StaticDecoder)."""
+def ours_engine(model: torch.nn.Module, overlap: bool = True) -> Engine:
+    """Our offline generation (the server's batch step) over `model` (a model or a StaticDecoder), with the overlap
+    scheduler (one step kept in flight) unless `overlap` is off."""
     from model.generate import generate
     from model.params import DecodeParams
     from model.search import Request
 
     def run(batch: list[list[int]], beam: int, new: int) -> list[list[int]]:
         params = DecodeParams(beam_size=beam, max_new_tokens=new, min_new_tokens=new, return_scores=False)
-        return [h[0].tokens for h in generate(model, [Request(i, s, params) for i, s in enumerate(batch)])]
+        requests = [Request(i, s, params) for i, s in enumerate(batch)]
+        return [h[0].tokens for h in generate(model, requests, overlap=overlap)]
 
     return run
 
@@ -118,9 +124,14 @@ def engines(hf: torch.nn.Module, ours: torch.nn.Module, args: argparse.Namespace
             start = time.perf_counter()
             count = static.capture()
             print(f"ours {name}: captured {count} graphs in {time.perf_counter() - start:.1f}s", file=sys.stderr)
-            out[f"ours {name}"], out[f"ours eager {name}"] = ours_engine(static), ours_engine(model)
+            out[f"ours {name}"] = ours_engine(static)
+            if args.compare_overlap:
+                out[f"ours seq {name}"] = ours_engine(static, overlap=False)
+            out[f"ours eager {name}"] = ours_engine(model, overlap=False)
         else:
             out[f"ours {name}"] = ours_engine(model)
+            if args.compare_overlap:
+                out[f"ours seq {name}"] = ours_engine(model, overlap=False)
         out[f"HF {name}"] = hf_engine(hf.to(dtype) if dtype == torch.float32 else _copy(hf, dtype))
     return out
 
@@ -195,10 +206,11 @@ def targets(cells: dict[tuple[str, int], dict[str, float]], busy_share: float | 
 def render(args, info: str, cells, busy_rows, goals) -> str:
     """The markdown section."""
     names = list(next(iter(cells.values())))
-    head = ["mode", "batch", *names, "ours fp16 / HF fp16", "ours fp16 / HF fp32"]
+    others = [o for o in ("HF fp16", "HF fp32", "ours seq fp16") if o in names]  # overlap on / off: --compare-overlap
+    head = ["mode", "batch", *names, *(f"ours fp16 / {o}" for o in others)]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for (mode, batch), tps in cells.items():
-        ratios = [f"{tps['ours fp16'] / tps[o]:.2f}x" for o in ("HF fp16", "HF fp32")]
+        ratios = [f"{tps['ours fp16'] / tps[o]:.2f}x" for o in others]
         lines.append("| " + " | ".join([mode, str(batch), *(f"{tps[n]:.0f}" for n in names), *ratios]) + " |")
     busy_table = ["| fp16, greedy, batch 64 | GPU busy | ms per step | launches per step |", "|---|---|---|---|"]
     busy_table += [f"| {n} | {b:.0%} | {ms:.2f} | {k:.1f} |" for n, (b, ms, k) in busy_rows.items()] + [""]
@@ -225,6 +237,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--new-tokens", type=int, help="tokens forced per sentence (default 64; --tiny: 8)")
     p.add_argument("--output", type=Path, default=DOC, help=f"markdown file to update (default {DOC})")
     p.add_argument("--no-write", action="store_true", help="print only")
+    p.add_argument(
+        "--compare-overlap", action="store_true", help="also `ours seq`: our engine without the overlap scheduler"
+    )
     args = p.parse_args(argv)
     args.new_tokens = args.new_tokens or (8 if args.tiny else 64)
     args.sentences = args.sentences or (max(args.batch_sizes) if args.tiny else 256)

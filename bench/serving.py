@@ -55,6 +55,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--requests", type=int, default=512, help="requests per client count (512)")
     p.add_argument("--new-tokens", type=int, default=64, help="tokens generated per text, forced (64)")
     p.add_argument("--workers", type=int, default=1, help="server HTTP worker processes (1)")
+    p.add_argument(
+        "--overlap",
+        choices=["auto", "on", "off"],
+        default="auto",
+        help="the overlap scheduler, in this tree's server and the offline engine alike (auto: on on cuda, off on cpu)",
+    )
     p.add_argument("--before", type=Path, help="also run the server of this checkout (e.g. main) for comparison")
     p.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks.md", help="markdown file to update")
     p.add_argument("--no-write", action="store_true", help="print the section only")
@@ -98,10 +104,15 @@ def sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
+def overlapping(args: argparse.Namespace) -> bool:
+    """Whether the server (this tree's) and the offline engine keep a decode step in flight."""
+    return args.device.startswith("cuda") if args.overlap == "auto" else args.overlap == "on"
+
+
 @torch.inference_mode()
-def offline(model, sources: list[list[int]], fields: dict, rows: int, device: str) -> Offline:
+def offline(model, sources: list[list[int]], fields: dict, rows: int, device: str, overlap: bool = False) -> Offline:
     """The server's batch code in this process, in batches of `rows`: tokens/s, and decode step time as the
-    server's engine measures it (encode excluded)."""
+    server's engine measures it (encode excluded; with `overlap`, a round: launch one step, read the previous back)."""
     from model.batch import DecodeBatch
     from model.params import DecodeParams
     from model.search import Request
@@ -113,8 +124,12 @@ def offline(model, sources: list[list[int]], fields: dict, rows: int, device: st
         batch = DecodeBatch.prefill(model, [Request(i, s, params) for i, s in enumerate(sources[start : start + rows])])
         sync(device)
         t1 = time.perf_counter()
+        pending = None
         while len(batch):
-            batch, outputs = batch.step(model)
+            if overlap:
+                batch, outputs, pending = batch.step_ahead(model, pending)
+            else:
+                batch, outputs = batch.step(model)
             tokens += sum(len(o.hypotheses[0].tokens) for o in outputs if o.finished)
             steps += 1
         sync(device)
@@ -146,7 +161,8 @@ def serving(args: argparse.Namespace, path: Path, checkout: Path, rows: int) -> 
 
     flags = ["--model", str(path), "--device", args.device, "--dtype", args.dtype, "--max-batch-size", str(rows)]
     flags += ["--max-queue", "100000", "--log-level", "warning"]
-    flags += ["--workers", str(args.workers)] if checkout == ROOT else []
+    if checkout == ROOT:  # flags another checkout may not know
+        flags += ["--workers", str(args.workers), "--overlap" if overlapping(args) else "--no-overlap"]
     pythonpath = os.pathsep.join(filter(None, [str(checkout), os.environ.get("PYTHONPATH")]))  # keep the caller's
     env = {"OMP_NUM_THREADS": str(args.threads), "PYTHONPATH": pythonpath}
     server = ServerProcess(*flags, env=env, cwd=checkout)
@@ -195,7 +211,7 @@ def under_load(
         stats = closed_loop(url + "/translate", work, clients, 3600, 3600, args.client_procs)
     rows, step = per_step(before, server_metrics(url))
     same = (sources * (args.requests // len(sources) + 1))[: args.requests]
-    local = offline(runner, same, fields, max(1, round(rows)), args.device)
+    local = offline(runner, same, fields, max(1, round(rows)), args.device, overlapping(args))
     return Loaded(clients, stats, rows, step, cpu, local)
 
 
@@ -211,7 +227,7 @@ def measure(
         closed_loop(url + "/translate", warm, clients[0], 300, 300, args.client_procs)
         for _ in range(args.repeats):
             server = one_post(url, texts[: args.texts], fields, pair)
-            local = offline(runner, sources[: args.texts], fields, args.texts, args.device).tps
+            local = offline(runner, sources[: args.texts], fields, args.texts, args.device, overlapping(args)).tps
             result.one_post.append((server, local))
             log(f"{name}: one POST of {args.texts} texts {server:.0f} tokens/s, offline {local:.0f}")
         for c in clients:
@@ -294,7 +310,9 @@ def render(args, runs: list[Served], model: str) -> str:
             "(the core's OMP_NUM_THREADS and the offline engine's).",
             f"- Work: greedy, exactly {args.new_tokens} tokens per text (`min_new_tokens = max_new_tokens`); source "
             "sentences of spread lengths, the same ones on both sides. Servers run `--max-batch-size` = the largest "
-            f"client count or text count and `--workers {args.workers}` (`--before`: that checkout's defaults).",
+            f"client count or text count and `--workers {args.workers}`, overlap "
+            f"{'on' if overlapping(args) else 'off'} in this tree's server and the offline engine (`--before`: that "
+            "checkout's defaults).",
             "",
             *tables(runs, args),
             "",
