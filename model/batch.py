@@ -51,8 +51,9 @@ class DecodeBatch:
         return self.tokens.shape[0]
 
     def cache_tokens(self) -> int:
-        """Tokens the cache holds (each row's source plus its decoded positions), counted without touching it."""
-        return sum(g.width * (len(g.request.src) + g.steps) for g in self.groups)
+        """Tokens the cache holds (each row's source plus its decoded positions, a step in flight included), counted
+        from its python copies without touching it."""
+        return sum(self.cache.src_lens) + sum(self.cache.decoded())
 
     @property
     def ids(self) -> list[Hashable]:

@@ -116,6 +116,7 @@ def drive(runner, schedule: dict[int, list[tuple[str, list]]], overlap: bool) ->
                     batch, outputs, pending = batch.step_ahead(runner, pending)
                 else:
                     batch, outputs = batch.step(runner)
+                assert batch.cache_tokens() == (batch.cache.tokens() if len(batch) else 0)
                 for o in outputs:
                     assert o.id not in run.results and o.id not in run.aborted, o.id
                     if o.token is not None:
