@@ -1,0 +1,47 @@
+"""The phrasebook is clean training data: no held-out phrase in it, and Spanish punctuation and agreement right."""
+
+import pytest
+
+from training.common import EVERYDAY, read_tsv
+from training.phrasebook import build, key
+
+
+@pytest.fixture(scope="module")
+def pairs():
+    return build()
+
+
+def test_no_everyday_test_phrase_or_readme_example_is_trained_on(pairs):
+    test = [en for en, _ in read_tsv(EVERYDAY)]
+    assert {"Hello.", "Good morning.", "Where is the station?", "The house is big."} <= set(test)  # README examples
+    keys = {key(en) for en, _ in pairs}
+    assert not keys & {key(en) for en in test}
+    long = [key(en) for en in test if len(en.split()) >= 3]
+    assert not [k for k in keys if any(h in k for h in long)]  # nor a line that contains one
+
+
+def test_questions_and_exclamations_open_the_spanish_way(pairs):
+    assert len(pairs) > 2000
+    for en, es in pairs:
+        assert es.endswith("?") == ("¿" in es), (en, es)
+        assert es.endswith("!") == ("¡" in es), (en, es)
+        assert es[0].isupper() or es[0] in "¿¡", (en, es)
+
+
+@pytest.mark.parametrize(
+    ("en", "es"),
+    [
+        ("Where is the train station?", "¿Dónde está la estación de tren?"),
+        ("How do I get to the museum?", "¿Cómo llego al museo?"),
+        ("The pharmacy is closed today.", "La farmacia está cerrada hoy."),
+        ("She is tired.", "Ella está cansada."),
+        ("We are lost.", "Estamos perdidos."),
+        ("I like apples.", "Me gustan las manzanas."),
+        ("I like water.", "Me gusta el agua."),
+        ("Good morning, everyone.", "Buenos días a todos."),
+        ("It is one o'clock.", "Es la una."),
+        ("It is half past seven.", None),  # an everyday test phrase: held out
+    ],
+)
+def test_agreement_and_articles(pairs, en, es):
+    assert dict(pairs).get(en) == es
