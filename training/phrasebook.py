@@ -86,8 +86,9 @@ NAMES = [("Maria", "María", F), ("John", "John", M), ("Peter", "Peter", M), ("L
          ("everyone", "a todos", M), ("my friend", "amigo mío", M), ("children", "niños", M)]  # fmt: skip
 JOBS = [("teacher", "profesor", "profesora"), ("doctor", "médico", "médica"), ("nurse", "enfermero", "enfermera"),
         ("engineer", "ingeniero", "ingeniera"), ("lawyer", "abogado", "abogada"), ("cook", "cocinero", "cocinera"),
-        ("waiter", "camarero", "camarera"), ("student", "estudiante", "estudiante"), ("writer", "escritor", "escritora"),
-        ("driver", "conductor", "conductora"), ("farmer", "agricultor", "agricultora"), ("artist", "artista", "artista")]  # fmt: skip
+        ("waiter", "camarero", "camarera"), ("student", "estudiante", "estudiante"),
+        ("writer", "escritor", "escritora"), ("driver", "conductor", "conductora"),
+        ("farmer", "agricultor", "agricultora"), ("artist", "artista", "artista")]  # fmt: skip
 CITIES = [("London", "Londres"), ("Madrid", "Madrid"), ("Paris", "París"), ("New York", "Nueva York"), ("Rome", "Roma"),
           ("Berlin", "Berlín"), ("Lisbon", "Lisboa"), ("Barcelona", "Barcelona"), ("Seville", "Sevilla"),
           ("Mexico City", "Ciudad de México"), ("Buenos Aires", "Buenos Aires"), ("Tokyo", "Tokio")]  # fmt: skip
@@ -120,7 +121,8 @@ ACTIVITIES = [
 ]  # fmt: skip
 # (English subject, "to be" for a state, Spanish "estar", plural)
 SUBJECTS = [("I", "am", "Estoy", False), ("You", "are", "Estás", False), ("He", "is", "Él está", False),
-            ("She", "is", "Ella está", False), ("We", "are", "Estamos", True), ("They", "are", "Están", True)]  # fmt: skip
+            ("She", "is", "Ella está", False), ("We", "are", "Estamos", True),
+            ("They", "are", "Están", True)]  # fmt: skip
 STATES = [("tired", "cansado"), ("busy", "ocupado"), ("sick", "enfermo"), ("ready", "listo"), ("bored", "aburrido"),
           ("worried", "preocupado"), ("angry", "enfadado"), ("lost", "perdido"), ("nervous", "nervioso"),
           ("at home", "en casa"), ("here", "aquí"), ("in the kitchen", "en la cocina")]  # fmt: skip
@@ -219,7 +221,8 @@ def food() -> list[tuple[str, str]]:
             (f"I do not like {en}.", f"No me {like} {el}."),
             (f"We need {en}.", f"Necesitamos {es}."),
             (f"There is no {en}." if not plural else f"There are no {en}.", f"No hay {es}."),
-            (f"The {en} {'are' if plural else 'is'} very good.", cap(f"{el} {'están' if plural else 'está'} muy {good}.")),
+            (f"The {en} {'are' if plural else 'is'} very good.",
+             cap(f"{el} {'están' if plural else 'está'} muy {good}.")),
         ]
     return out
 
@@ -265,10 +268,12 @@ def people(rng: random.Random) -> list[tuple[str, str]]:
         ]
     for en, es in COUNTRIES:
         out += [(f"We are from {en}.", f"Somos de {es}."), (f"Have you been to {en}?", f"¿Has estado en {es}?"),
-                (f"I want to travel to {en}.", f"Quiero viajar a {es}."), (f"She lives in {en}.", f"Ella vive en {es}.")]  # fmt: skip
+                (f"I want to travel to {en}.", f"Quiero viajar a {es}."),
+                (f"She lives in {en}.", f"Ella vive en {es}.")]  # fmt: skip
     for en, es in LANGUAGES:
         out += [(f"Does he speak {en}?", f"¿Habla {es}?"), (f"I speak a little {en}.", f"Hablo un poco de {es}."),
-                (f"I am learning {en}.", f"Estoy aprendiendo {es}."), (f"We do not speak {en}.", f"No hablamos {es}.")]  # fmt: skip
+                (f"I am learning {en}.", f"Estoy aprendiendo {es}."),
+                (f"We do not speak {en}.", f"No hablamos {es}.")]  # fmt: skip
     for (en, masc, fem), (who, es, g) in itertools.product(JOBS, [("I am", "Soy", None), ("She is", "Ella es", F)]):
         out.append((f"{who} {an(en)}.", f"{es} {fem if g == F else masc}."))
     return out
@@ -314,10 +319,11 @@ def feelings() -> list[tuple[str, str]]:
         out.append((f"{s_en} {be} {st_en}.", f"{s_es} {state}."))
         question = {"I": None, "You": "¿Estás", "He": "¿Está", "She": "¿Está ella", "We": "¿Estamos", "They": "¿Están"}
         if question[s_en]:
-            out.append((f"{be.capitalize()} {s_en.lower() if s_en != 'I' else s_en} {st_en}?", f"{question[s_en]} {state}?"))
+            out.append((f"{be.capitalize()} {s_en.lower()} {st_en}?", f"{question[s_en]} {state}?"))
     for en, es in NEEDS:
         out += [(f"We are {en}.", f"Tenemos {es}."), (f"Are you {en}?", f"¿Tienes {es}?"),
-                (f"The children are {en}.", f"Los niños tienen {es}."), (f"I am very {en}.", f"Tengo mucho{'a' if es in ('hambre', 'sed') else ''} {es}.")]  # fmt: skip
+                (f"The children are {en}.", f"Los niños tienen {es}."),
+                (f"I am very {en}.", f"Tengo {'mucha' if es in ('hambre', 'sed') else 'mucho'} {es}.")]  # fmt: skip
     for en, es in ACTIVITIES:
         out += [
             (f"I want to {en}.", f"Quiero {es}."),

@@ -40,6 +40,7 @@ def test_questions_and_exclamations_open_the_spanish_way(pairs):
         ("I like water.", "Me gusta el agua."),
         ("Good morning, everyone.", "Buenos días a todos."),
         ("It is one o'clock.", "Es la una."),
+        ("I am very hungry.", "Tengo mucha hambre."),
         ("It is half past seven.", None),  # an everyday test phrase: held out
     ],
 )
