@@ -221,8 +221,10 @@ def food() -> list[tuple[str, str]]:
             (f"I do not like {en}.", f"No me {like} {el}."),
             (f"We need {en}.", f"Necesitamos {es}."),
             (f"There is no {en}." if not plural else f"There are no {en}.", f"No hay {es}."),
-            (f"The {en} {'are' if plural else 'is'} very good.",
-             cap(f"{el} {'están' if plural else 'está'} muy {good}.")),
+            (
+                f"The {en} {'are' if plural else 'is'} very good.",
+                cap(f"{el} {'están' if plural else 'está'} muy {good}."),
+            ),
         ]
     return out
 
