@@ -126,10 +126,7 @@ def offline(model, sources: list[list[int]], fields: dict, rows: int, device: st
         t1 = time.perf_counter()
         pending = None
         while len(batch):
-            if overlap:
-                batch, outputs, pending = batch.step_ahead(model, pending)
-            else:
-                batch, outputs = batch.step(model)
+            batch, outputs, pending = batch.round(model, pending, overlap)
             tokens += sum(len(o.hypotheses[0].tokens) for o in outputs if o.finished)
             steps += 1
         sync(device)

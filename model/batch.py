@@ -100,15 +100,21 @@ class DecodeBatch:
     def step(self, model: Seq2SeqTransformer) -> tuple[DecodeBatch, list[StepOutput]]:
         """One decoder step for every row, in phases: logits, logit processing, token choice on the device (one copy to
         the host), bookkeeping in the groups, cache moves. Returns the batch that goes on and what each request got."""
-        steps = self.cache.decoded()  # per row, steps launched before this one (a step in flight included)
-        logits = model.decode_step(self.tokens, self.cache).float()  # (N, V)
-        rows = self._rows()
-        scores, logprobs = self._process(logits, model.cfg, rows, steps)
+        scores, logprobs, rows = self._scores(model)
         choice = choose(scores, logprobs, rows)
         outputs, kept = self._advance(choice)
         groups, _ = self._rearrange(kept)
         tokens = upload([b[-1] for g in groups for b in g.beams], torch.long, self.tokens.device)
         return DecodeBatch(groups, self.cache, tokens), outputs
+
+    def round(
+        self, model: Seq2SeqTransformer, pending: Pending | None, overlap: bool
+    ) -> tuple[DecodeBatch, list[StepOutput], Pending | None]:
+        """One round of a decode loop: `step_ahead` with overlap, else one `step` (nothing is left in flight)."""
+        if overlap:
+            return self.step_ahead(model, pending)
+        batch, outputs = self.step(model)
+        return batch, outputs, None
 
     # --- the overlap scheduler: step t+1 is launched before step t's choices are read back ----------------------
     @property
@@ -148,13 +154,18 @@ class DecodeBatch:
         """Launch one decode step for every row (one-row requests only) and start copying its choices to the host
         without waiting: the batch that runs next (the same groups, not advanced yet; its inputs are the step's tokens
         on the device) and the step in flight."""
+        scores, logprobs, rows = self._scores(model)
+        picked = pick(scores, logprobs, rows)
+        pending = Pending(self.groups, rows, picked, start_fetch(picked.packed), scores.shape[1])
+        return DecodeBatch(self.groups, self.cache, picked.tokens), pending
+
+    def _scores(self, model: Seq2SeqTransformer) -> tuple[Tensor, Tensor | None, Rows]:
+        """Launch the decoder step and process its logits: the scores the choice ranks (N, V), the log-probabilities
+        when any row keeps scores, and the rows as the choice sees them."""
         steps = self.cache.decoded()  # per row, steps launched before this one (a step in flight included)
         logits = model.decode_step(self.tokens, self.cache).float()  # (N, V)
         rows = self._rows()
-        scores, logprobs = self._process(logits, model.cfg, rows, steps)
-        picked = pick(scores, logprobs, rows)
-        pending = Pending(self.groups, rows, picked, start_fetch(picked.packed), logits.shape[1])
-        return DecodeBatch(self.groups, self.cache, picked.tokens), pending
+        return *self._process(logits, model.cfg, rows, steps), rows
 
     def _without(self, ids: set[Hashable], widths: list[int] | None = None) -> DecodeBatch:
         """This batch less the requests in `ids` (itself when none of them is in it); consumes this batch. `widths`:

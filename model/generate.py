@@ -16,9 +16,6 @@ def generate(model: Seq2SeqTransformer, requests: list[Request], overlap: bool =
     results: dict = {}
     batch, pending = DecodeBatch.prefill(model, requests), None
     while len(batch):
-        if overlap:
-            batch, outputs, pending = batch.step_ahead(model, pending)
-        else:
-            batch, outputs = batch.step(model)
+        batch, outputs, pending = batch.round(model, pending, overlap)
         results.update((o.id, o.hypotheses) for o in outputs if o.finished)
     return [results[r.id] for r in requests]

@@ -189,23 +189,16 @@ class EngineCore:
         """One decode step for the whole batch, then tokens and results for every request in it (with overlap: the
         next step is launched, then the one in flight is read back and its tokens and results go out)."""
         batch, rows, t0 = self.batch, self.batch.rows, time.perf_counter()
-        done = self._guarded("decoding", batch, lambda: self._decode(batch))
+        done = self._guarded("decoding", batch, lambda: batch.round(self.model, self.pending, self.overlap))
         if done is None:
             self._clear()
             return
-        self.batch, outputs = done
+        self.batch, outputs, self.pending = done
         now, seconds = time.monotonic(), time.perf_counter() - t0
         self.decode_time.observe(seconds)
         self.scheduler.stepped(seconds)
         self.metrics.batch_size.observe(rows)
         self._collect(outputs, now)
-
-    def _decode(self, batch: DecodeBatch) -> tuple[DecodeBatch, list[StepOutput]]:
-        """The batch that goes on and the step's outputs: sequential, or overlapped with the step kept in flight."""
-        if not self.overlap:
-            return batch.step(self.model)
-        batch, outputs, self.pending = batch.step_ahead(self.model, self.pending)
-        return batch, outputs
 
     def _clear(self) -> None:
         """No batch any more: a step still in flight ran only rows that have left (nothing of it is read)."""
