@@ -6,10 +6,10 @@ dropped."""
 
 import itertools
 import random
-import re
 from pathlib import Path
 
 from training.common import EVERYDAY, WORK, read_tsv, write_lines
+from training.corpus import key
 
 HAND = Path(__file__).resolve().parent / "phrasebook.tsv"
 SEED = 7
@@ -343,11 +343,6 @@ def held_out() -> tuple[set[str], list[str]]:
     """Keys of the everyday test phrases (and README examples they include), and those of three or more words."""
     phrases = [en for en, _ in read_tsv(EVERYDAY)]
     return {key(p) for p in phrases}, [key(p) for p in phrases if len(p.split()) >= 3]
-
-
-def key(text: str) -> str:
-    """Loose matching key: lowercase letters and digits only (as in training.corpus)."""
-    return re.sub(r"[^\w]+", "", text.lower())
 
 
 def build() -> list[tuple[str, str]]:

@@ -3,7 +3,8 @@
 import pytest
 
 from training.common import EVERYDAY, read_tsv
-from training.phrasebook import build, key
+from training.corpus import key
+from training.phrasebook import build
 
 
 @pytest.fixture(scope="module")
