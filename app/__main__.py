@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import sys
 
 from app.launcher import launch
 from app.settings import Settings
@@ -26,6 +27,21 @@ FLAGS = {
     "drain_seconds": float,
     "keepalive_seconds": float,
     "warmup_rounds": int,
+    "keys_db": str,
+    "redis_url": str,
+    "req_limit": int,
+    "char_limit": int,
+    "daily_char_limit": int,
+    "batch_limit": int,
+    "cache_bytes": int,
+    "cache_ttl_seconds": int,
+}
+SWITCHES = {
+    "cuda_graphs": "on CUDA, capture the static-shape decode step as CUDA graphs at start-up and replay them "
+    "(default on)",
+    "overlap": "launch each decode step before reading the previous one back (default on on CUDA, off on CPU)",
+    "api_keys": "require an API key on /translate and /detect (keys: python -m app keys add)",
+    "cache": "serve repeated translations from the translation cache (default on)",
 }
 
 
@@ -38,23 +54,20 @@ def parse_args(argv: list[str] | None = None) -> dict:
     p.add_argument("--device", help="auto, cpu, cuda, cuda:1 ...")
     p.add_argument("--dtype", choices=["auto", "float32", "float16", "bfloat16"])
     p.add_argument("--log-level")
-    p.add_argument(
-        "--cuda-graphs",
-        action=argparse.BooleanOptionalAction,
-        help="on CUDA, capture the static-shape decode step as CUDA graphs at start-up and replay them (default on)",
-    )
-    p.add_argument(
-        "--overlap",
-        action=argparse.BooleanOptionalAction,
-        help="launch each decode step before reading the previous one back (default on on CUDA, off on CPU)",
-    )
+    for name, doc in SWITCHES.items():
+        p.add_argument("--" + name.replace("_", "-"), action=argparse.BooleanOptionalAction, help=doc)
     for name, kind in FLAGS.items():
         p.add_argument("--" + name.replace("_", "-"), type=kind)
     return {k: v for k, v in vars(p.parse_args(argv)).items() if v is not None}
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Launch the engine cores and the HTTP workers with the settings; the exit code."""
+    """Launch the engine cores and the HTTP workers with the settings (or run `keys ...`); the exit code."""
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["keys"]:
+        from app.keys.cli import main as keys_main
+
+        return keys_main(argv[1:])
     settings = Settings(**parse_args(argv))
     logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     return launch(settings)

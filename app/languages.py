@@ -1,5 +1,5 @@
-"""Languages the server serves, and detecting a text's language among them (py3langid: its model ships inside the
-package, nothing is downloaded)."""
+"""Languages the server serves, and detecting a text's language among every language the detector knows (py3langid:
+its model ships inside the package, nothing is downloaded); "auto" routes only to a language that is served."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from app.errors import ApiError
-from app.text import Layout
 from model.languages import language_name
 
 if TYPE_CHECKING:
@@ -16,6 +15,7 @@ if TYPE_CHECKING:
 
 ALIASES = {"zt": "zh", "pb": "pt"}  # API codes whose language the detector knows under another code
 TOP = 3  # candidates /detect returns per text
+SURE = 50.0  # percent: "auto" refuses a language it is at least this sure of when no model serves it
 
 
 class Detector:
@@ -49,32 +49,44 @@ class Detector:
                 out.setdefault(label, code)
         return out
 
-    def rank(self, text: str, candidates: Iterable[str]) -> list[dict]:
-        """LibreTranslate's answer for one text: [{"language", "confidence"}] best first, confidence in percent,
-        renormalised over the candidates the detector knows (empty when it knows none)."""
-        labels = self.labels(candidates)
-        scores = [(labels[label], p) for label, p in self.load()._identifier.rank(text) if label in labels]
-        total = sum(p for _, p in scores) or 1.0
-        return [{"language": code, "confidence": round(100 * p / total, 2)} for code, p in scores[:TOP]]
+    def rank(self, text: str, top: int | None = TOP) -> list[dict]:
+        """LibreTranslate's answer for one text: [{"language", "confidence"}] best first, over every language the
+        detector knows, confidence in percent (its probability, normalised over all of them)."""
+        ranked = self.load()._identifier.rank(text)[:top]
+        return [{"language": label, "confidence": round(100 * p, 2)} for label, p in ranked]
 
 
 def listing(pairs: Iterable[tuple[str, str]]) -> list[dict]:
-    """GET /languages: every source with its name and the targets it translates into."""
+    """GET /languages, as LibreTranslate answers: every language that is a source or a target, with its name and the
+    targets it translates into (an empty list for a target-only language)."""
     targets: dict[str, set[str]] = {}
     for source, target in pairs:
         targets.setdefault(source, set()).add(target)
+        targets.setdefault(target, set())
     return [{"code": c, "name": language_name(c), "targets": sorted(t)} for c, t in sorted(targets.items())]
 
 
-def detect_source(service: Service, layouts: list[Layout], target: str) -> dict:
-    """source "auto": the language of all texts together among the sources that translate into `target`."""
+def detect_source(service: Service, texts: list[str], target: str) -> dict:
+    """source "auto": the language of all texts together; 400 naming it and the pairs when it is not served into
+    `target`."""
     candidates = service.sources_into(target)
     if not candidates:
         why = f"source 'auto' with target '{target}': no model translates into it"
         raise ApiError(400, "unsupported_language", why)
-    ranked = service.detector.rank(" ".join(u for lay in layouts for u in lay.units), candidates)
-    if ranked:
-        return ranked[0]
-    if len(candidates) == 1:  # a source the detector does not know (e.g. "mul"): the only one that fits
+    labels = service.detector.labels(candidates)
+    if not labels and len(candidates) == 1:  # a source the detector does not know (e.g. "mul"): the only one
         return {"language": candidates[0], "confidence": 0.0}
-    raise ApiError(400, "unsupported_language", f"source 'auto': cannot tell which of {candidates} it is; set source")
+    ranked = service.detector.rank(" ".join(texts), top=None)
+    best = ranked[0]
+    if best["language"] in labels:
+        return {**best, "language": labels[best["language"]]}
+    if best["confidence"] < SURE:  # unsure (short texts): the likeliest served source, with its own low confidence
+        served = next(d for d in ranked if d["language"] in labels)
+        return {**served, "language": labels[served["language"]]}
+    pairs = ", ".join(f"{s}-{t}" for s, t in service.pairs())
+    raise ApiError(
+        400,
+        "unsupported_language",
+        f"source 'auto': detected '{best['language']}' (confidence {best['confidence']}%), which no model translates "
+        f"into '{target}'; served pairs: {pairs}; set source to one of {candidates}",
+    )

@@ -12,7 +12,7 @@ from fastapi_offline import FastAPIOffline
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app import errors
-from app.api import detect, health, info, page, translate
+from app.api import detect, frontend, health, info, page, translate
 from app.errors import ApiError, error_body
 from app.service import Service
 from app.settings import Settings
@@ -72,6 +72,7 @@ def create_app(settings: Settings | None = None, service: Service | None = None)
     app.include_router(health.router)
     app.include_router(info.router)
     app.include_router(page.router)
+    app.include_router(frontend.router)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes, on_error=count_failure)
     app.openapi = with_schemas(app.openapi, {**translate.body_schemas(), **detect.body_schemas()})
     return app

@@ -13,8 +13,12 @@ LATENCY = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 1
 TOKENS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 BATCH = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 
-ERROR_TYPES = ("unsupported_language", "payload_too_large", "validation", "overloaded", "not_ready", "generation")
+ERROR_TYPES = (
+    "unsupported_language", "payload_too_large", "validation", "overloaded", "not_ready", "generation", "forbidden",
+    "rate_limited",
+)  # fmt: skip
 FINISH_REASONS = ("eos", "length", "aborted")
+LIMIT_REASONS = ("missing_key", "invalid_key", "req_limit", "char_limit", "daily_char_limit", "batch_limit")
 
 disable_created_metrics()  # no extra *_created gauges beside the contract's series
 
@@ -44,8 +48,15 @@ class Metrics:
         self.failures = Counter("mt_request_failures", "Failed requests", ["error_type"], registry=r)
         self.input_total = Counter("mt_input_tokens", "Source tokens", registry=r)
         self.generated_total = Counter("mt_generated_tokens", "Generated tokens", registry=r)
+        self.limit_rejections = Counter(
+            "mt_limit_rejections", "Requests refused by API key or limit checks", ["reason"], registry=r
+        )
+        self.cache_hits = Counter("mt_cache_hits", "Texts answered from the translation cache", registry=r)
+        self.cache_misses = Counter("mt_cache_misses", "Cacheable texts the engine translated", registry=r)
         for kind in ERROR_TYPES:  # known series exist from the start, at 0
             self.failures.labels(kind)
+        for reason in LIMIT_REASONS:
+            self.limit_rejections.labels(reason)
 
     def add_model(self, name: str) -> None:
         """Start a model's request counters at 0."""

@@ -58,6 +58,7 @@ class Details(BaseModel):
     score: float | None = None
     queue_ms: float
     total_ms: float
+    cached: bool = Field(False, description="answered from the translation cache (queue_ms and total_ms are 0)")
 
 
 class TranslateResponse(BaseModel):

@@ -8,9 +8,11 @@ import threading
 import time
 from dataclasses import dataclass
 
+from app.cache import TranslationCache
 from app.engine.card import Description, ModelCard
 from app.engine.client import EngineClient
 from app.errors import ApiError
+from app.keys.access import Limiter
 from app.languages import Detector
 from app.metrics import Metrics
 from app.settings import Settings
@@ -41,6 +43,8 @@ class Service:
         self.inflight = 0
         self.started = time.time()
         self.detector = Detector()
+        self.limiter = Limiter(settings, self.metrics)
+        self.cache = TranslationCache(settings, self.metrics)
 
     async def start(self) -> None:
         """Connect to every engine core (they may still be loading); load the language detector meanwhile."""
@@ -49,7 +53,7 @@ class Service:
 
     async def stop(self) -> None:
         """Close the connections."""
-        await asyncio.gather(*(c.close() for c in self.clients))
+        await asyncio.gather(*(c.close() for c in self.clients), self.limiter.close(), self.cache.close())
 
     @property
     def models(self) -> dict[str, ModelEntry]:

@@ -50,10 +50,19 @@ class Settings(BaseSettings):
         None, description="launch each decode step before reading the previous one back, so that the host's work "
         "hides behind the device's (one-row requests; beam search runs step by step); default on on CUDA, off on CPU"
     )  # fmt: skip
-    api_keys: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    api_keys: bool = Field(False, description="require an API key (python -m app keys add) on /translate, /detect")
+    keys_db: str = Field("mt-data/keys.sqlite", description="SQLite file of keys and limit counters (no redis_url)")
+    redis_url: str | None = Field(None, description="redis://host:port/db: keys, limit counters and the cache")
+    req_limit: int = Field(-1, ge=-1, description="requests per minute per key (per client address without keys)")
+    char_limit: int = Field(-1, ge=-1, description="characters per request (all texts of q); -1: no limit")
+    daily_char_limit: int = Field(-1, ge=-1, description="characters per UTC day per key or client address")
+    batch_limit: int = Field(-1, ge=-1, description="texts per request (max_items still applies); -1: no limit")
+    cache: bool = Field(True, description="serve repeated translations from the translation cache")
+    cache_bytes: int = Field(64 << 20, ge=0, description="in-process translation cache size (LRU) in bytes")
+    cache_ttl_seconds: int = Field(7 * 86400, ge=1, description="lifetime of translation cache entries in Redis")
     log_level: str = "info"
 
-    @field_validator("models", "api_keys", mode="before")
+    @field_validator("models", mode="before")
     @classmethod
     def _split_list(cls, value: object) -> object:
         """Environment lists: a JSON array or comma-separated values."""

@@ -1,4 +1,5 @@
-"""Text units: sentence splitting and HTML text nodes, each unit translated on its own and put back."""
+"""Text units: sentence splitting (sentencex, per language) and HTML text nodes, each unit translated on its own and
+put back."""
 
 from __future__ import annotations
 
@@ -7,8 +8,8 @@ import re
 from dataclasses import dataclass
 from html.parser import HTMLParser
 
-# a sentence ends with . ! ? … and any closing quotes/brackets; group 1 is the whitespace before the next one
-SENTENCE_END = re.compile(r"[.!?…][\"'»”)\]]*(\s+)(?=[\"'«“(\[¿¡]?[A-ZÁÉÍÓÚÑ0-9])")
+import sentencex
+
 SKIP_TAGS = {"script", "style", "code", "pre", "textarea"}
 
 
@@ -29,7 +30,13 @@ class Layout:
         return "".join(self.render(translations[p]) if isinstance(p, int) else p for p in self.pieces)
 
 
-def _add_text(layout: Layout, text: str, split: bool) -> None:
+def sentences(text: str, language: str = "en") -> list[str]:
+    """The sentences of a text without surrounding whitespace, by sentencex's rules for the language (abbreviations
+    such as "Dr." and "p.m." do not end one; unknown languages get its generic rules)."""
+    return [part.strip() for part in sentencex.segment(language.split("-")[0], text) if part.strip()]
+
+
+def _add_text(layout: Layout, text: str, split: bool, language: str = "en") -> None:
     """Append text: surrounding whitespace stays literal; the rest is one unit or one unit per sentence."""
     core = text.strip()
     if not core:
@@ -39,21 +46,26 @@ def _add_text(layout: Layout, text: str, split: bool) -> None:
     if lead:
         layout.pieces.append(lead)
     pos = 0
-    for match in SENTENCE_END.finditer(core) if split else ():
+    for sentence in sentences(core, language) if split else [core]:
+        start = core.find(sentence, pos)
+        if start < 0:  # the segmenter changed the text: keep the rest whole
+            break
+        if start > pos:
+            layout.pieces.append(core[pos:start])
         layout.pieces.append(len(layout.units))
-        layout.units.append(core[pos : match.start(1)])
-        layout.pieces.append(match.group(1))
-        pos = match.end()
-    layout.pieces.append(len(layout.units))
-    layout.units.append(core[pos:])
+        layout.units.append(sentence)
+        pos = start + len(sentence)
+    if pos < len(core):
+        layout.pieces.append(len(layout.units))
+        layout.units.append(core[pos:])
     if trail:
         layout.pieces.append(trail)
 
 
-def plain_layout(text: str, split: bool) -> Layout:
-    """Plain text as one unit, or one unit per sentence."""
+def plain_layout(text: str, split: bool, language: str = "en") -> Layout:
+    """Plain text as one unit, or one unit per sentence of the language."""
     layout = Layout([], [])
-    _add_text(layout, text, split)
+    _add_text(layout, text, split, language)
     return layout
 
 
@@ -99,7 +111,7 @@ class _HtmlCutter(HTMLParser):
     def unknown_decl(self, data):
         self._mark()
 
-    def layout(self, split: bool) -> Layout:
+    def layout(self, split: bool, language: str = "en") -> Layout:
         """Verbatim slices of the markup between constructs; runs of text joined and cut into units."""
         layout, text = Layout([], [], escape=True), []
         ends = [offset for offset, _ in self.marks[1:]] + [len(self.markup)] * bool(self.marks)
@@ -107,18 +119,18 @@ class _HtmlCutter(HTMLParser):
             if data is not None:
                 text.append(data)
                 continue
-            self._flush(layout, text, split)
+            self._flush(layout, text, split, language)
             layout.pieces.append(self.markup[offset:end])
-        self._flush(layout, text, split)
+        self._flush(layout, text, split, language)
         return layout
 
     @staticmethod
-    def _flush(layout: Layout, text: list[str], split: bool) -> None:
+    def _flush(layout: Layout, text: list[str], split: bool, language: str) -> None:
         """Add pending text as units; literal whitespace around them is re-escaped."""
         if not text:
             return
         start = len(layout.pieces)
-        _add_text(layout, "".join(text), split)
+        _add_text(layout, "".join(text), split, language)
         text.clear()
         for i in range(start, len(layout.pieces)):
             piece = layout.pieces[i]
@@ -126,9 +138,9 @@ class _HtmlCutter(HTMLParser):
                 layout.pieces[i] = html.escape(piece, quote=False)
 
 
-def html_layout(markup: str, split: bool) -> Layout:
+def html_layout(markup: str, split: bool, language: str = "en") -> Layout:
     """HTML with its text nodes as units; translations are HTML-escaped when joined back."""
     cutter = _HtmlCutter(markup)
     cutter.feed(markup)
     cutter.close()
-    return cutter.layout(split)
+    return cutter.layout(split, language)

@@ -24,14 +24,16 @@ def free_port() -> int:
 
 class ServerProcess:
     """A server subprocess and its base URL; logs go to a file for post-mortems. It runs on the CPU unless the
-    arguments name a --device (on a GPU machine the server would pick cuda and bfloat16)."""
+    arguments name a --device (on a GPU machine the server would pick cuda and bfloat16), and without the translation
+    cache unless they say --cache (tests of the engine must reach it every time)."""
 
     def __init__(self, *args: str, env: dict[str, str] | None = None, log: Path | None = None, cwd: Path = ROOT):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = log or Path(f"/tmp/mt-server-{self.port}.log")
         device = () if "--device" in args else ("--device", "cpu")  # tests compare with offline CPU float32
-        cmd = [sys.executable, "-m", "app", "--host", "127.0.0.1", "--port", str(self.port), *device, *args]
+        cache = () if "--cache" in args else ("--no-cache",)
+        cmd = [sys.executable, "-m", "app", "--host", "127.0.0.1", "--port", str(self.port), *device, *cache, *args]
         full_env = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1", **(env or {})}
         self.log_file = self.log_path.open("w")
         self.proc = subprocess.Popen(cmd, cwd=cwd, env=full_env, stdout=self.log_file, stderr=subprocess.STDOUT)

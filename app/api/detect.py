@@ -1,12 +1,14 @@
-"""POST /detect: LibreTranslate's language detection, among the source languages the server serves."""
+"""POST /detect: LibreTranslate's language detection, among every language the detector knows."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter
 from pydantic import ValidationError
 
-from app.api.translate import ERRORS, ServiceDep, read_fields
+from app.api.fields import FORM_TYPES
+from app.api.translate import ERRORS, FieldsDep, ServiceDep
 from app.errors import ApiError, describe_validation
+from app.keys.access import Admitted
 from app.schemas import Detection, DetectRequest
 
 router = APIRouter()
@@ -23,27 +25,21 @@ def body_schemas() -> dict[str, dict]:
     response_model=list[Detection] | list[list[Detection]],
     responses=ERRORS,
     openapi_extra={
-        "requestBody": {
-            "required": True,
-            "content": {"application/json": BODY, "application/x-www-form-urlencoded": BODY},
-        }
+        "requestBody": {"required": True, "content": {ctype: BODY for ctype in ("application/json", *FORM_TYPES)}}
     },
 )
-async def detect(request: Request, service: ServiceDep) -> list:
-    """The likeliest languages of `q`, best first, with confidence in percent (a list of lists for a list `q`)."""
+async def detect(service: ServiceDep, fields: FieldsDep, _: Admitted) -> list:
+    """The likeliest languages of `q`, best first, with confidence in percent (a list of lists for a list `q`),
+    whether or not a model serves them."""
     try:
-        body = DetectRequest.model_validate(await read_fields(request))
+        body = DetectRequest.model_validate(fields)
     except ValidationError as exc:
         raise ApiError(422, "validation", describe_validation(exc.errors())) from None
-    s = service.settings
-    if s.api_keys and body.api_key not in s.api_keys:
-        raise ApiError(403, "forbidden", "api_key: missing or invalid API key")
     service.require_ready()
     texts = [body.q] if isinstance(body.q, str) else body.q
     if not texts or any(not t.strip() for t in texts):
         raise ApiError(422, "validation", "q: must be a non-empty text or list of non-empty texts")
-    if len(texts) > s.max_items:
-        raise ApiError(422, "validation", f"q: {len(texts)} texts exceeds max_items={s.max_items}")
-    sources = sorted({source for source, _ in service.pairs()})
-    answers = [service.detector.rank(t, sources) for t in texts]
+    if len(texts) > service.settings.max_items:
+        raise ApiError(422, "validation", f"q: {len(texts)} texts exceeds max_items={service.settings.max_items}")
+    answers = [service.detector.rank(t) for t in texts]
     return answers[0] if isinstance(body.q, str) else answers

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request
@@ -12,13 +13,16 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import ValidationError
 from starlette.types import Receive, Scope, Send
 
+from app.api.fields import FORM_TYPES, read_fields
+from app.cache import cache_key, cacheable
 from app.errors import ApiError, describe_validation, error_body
 from app.job import Event, Item, Job
+from app.keys.access import Admitted
 from app.languages import detect_source
 from app.schemas import ErrorBody, TranslateRequest, TranslateResponse
-from app.service import Service
+from app.service import ModelEntry, Service
 from app.settings import Settings
-from app.text import html_layout, plain_layout
+from app.text import Layout, html_layout, plain_layout
 from model.description import Description
 from model.params import DecodeParams
 
@@ -32,6 +36,7 @@ async def get_service(request: Request) -> Service:
 
 
 ServiceDep = Annotated[Service, Depends(get_service)]
+FieldsDep = Annotated[dict, Depends(read_fields)]
 
 BODY_SCHEMA = {"schema": {"$ref": "#/components/schemas/TranslateRequest"}}
 
@@ -45,47 +50,14 @@ def body_schemas() -> dict[str, dict]:
 ERRORS = {code: {"model": ErrorBody} for code in (400, 403, 413, 415, 422, 500, 503)}
 
 
-FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
-
-
-async def read_fields(request: Request) -> dict:
-    """A JSON or form body as a dict (form: `q` may repeat, `parameters` is JSON); 415 for other content types."""
-    ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    if ctype in FORM_TYPES:
-        form = await request.form()
-        data: dict = {k: v for k, v in form.items() if k != "q"}
-        qs = form.getlist("q")
-        if qs:
-            data["q"] = qs[0] if len(qs) == 1 else qs
-        if isinstance(data.get("parameters"), str):
-            data["parameters"] = _json(data["parameters"], "parameters")
-    elif ctype in ("", "application/json") or ctype.endswith("+json"):
-        data = _json(await request.body(), "body")
-    else:
-        accepted = ", ".join(["application/json", *FORM_TYPES])
-        raise ApiError(415, "unsupported_media_type", f"content-type: {ctype} is not accepted; send {accepted}")
-    if not isinstance(data, dict):
-        raise ApiError(422, "validation", "body: expected a JSON object")
-    return data
-
-
-async def read_body(request: Request) -> TranslateRequest:
-    """Parse a JSON or form body into a TranslateRequest (422 naming the field on error)."""
-    data = await read_fields(request)
+async def read_body(request: Request, data: dict) -> TranslateRequest:
+    """Parse the request's fields into a TranslateRequest (422 naming the field on error)."""
     if "text/event-stream" in request.headers.get("accept", "") and "stream" not in data:
-        data["stream"] = True
+        data = {**data, "stream": True}
     try:
         return TranslateRequest.model_validate(data)
     except ValidationError as exc:
         raise ApiError(422, "validation", describe_validation(exc.errors())) from None
-
-
-def _json(raw: bytes | str, field: str):
-    """Decode JSON or fail with 422 naming `field`."""
-    try:
-        return json.loads(raw or b"null")
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise ApiError(422, "validation", f"{field}: invalid JSON ({exc})") from None
 
 
 def _given(value, default):
@@ -135,11 +107,26 @@ def decode_params(body: TranslateRequest, settings: Settings, desc: Description,
     )
 
 
-def build_job(body: TranslateRequest, service: Service) -> Job:
-    """Check access, readiness, language pair and limits; cut texts into units; detect the source for "auto"."""
+@dataclass
+class Planned:
+    """A checked request on its way to the engine: texts cut into units, the model, the decoding parameters."""
+
+    entry: ModelEntry
+    source: str
+    layouts: list[Layout]
+    params: DecodeParams
+    prefix: list[int]
+    detected: dict | None
+
+    def job(self, settings: Settings, stream: bool, indices: list[int]) -> Job:
+        """The engine job for the texts at these indices."""
+        layouts = [self.layouts[i] for i in indices]
+        return Job(self.entry, layouts, self.params, settings.max_input_tokens, stream, self.prefix, self.detected)
+
+
+def plan(body: TranslateRequest, service: Service) -> Planned:
+    """Check readiness, language pair and limits; detect the source for "auto"; cut texts into units."""
     s = service.settings
-    if s.api_keys and body.api_key not in s.api_keys:
-        raise ApiError(403, "forbidden", "api_key: missing or invalid API key")
     service.require_ready()
     texts = [body.q] if isinstance(body.q, str) else body.q
     if not texts:
@@ -149,15 +136,14 @@ def build_job(body: TranslateRequest, service: Service) -> Job:
     for i, text in enumerate(texts):
         if not text.strip():
             raise ApiError(422, "validation", f"q[{i}]: must not be empty")
-    cut = html_layout if body.format == "html" else plain_layout
-    layouts = [cut(t, body.parameters.split_sentences) for t in texts]
-    detected = detect_source(service, layouts, body.target) if body.source == "auto" else None
+    detected = detect_source(service, texts, body.target) if body.source == "auto" else None
     source = detected["language"] if detected else body.source
     entry = service.route(source, body.target)
     ck = entry.checkpoint
     params = decode_params(body, s, ck, body.target)
-    prefix = ck.languages.prefix(source, body.target)
-    return Job(entry, layouts, params, s.max_input_tokens, body.stream, prefix=prefix, detected=detected)
+    cut = html_layout if body.format == "html" else plain_layout
+    layouts = [cut(t, body.parameters.split_sentences, source) for t in texts]
+    return Planned(entry, source, layouts, params, ck.languages.prefix(source, body.target), detected)
 
 
 def alternatives(job: Job, item: Item, n: int) -> list[str]:
@@ -171,39 +157,45 @@ def alternatives(job: Job, item: Item, n: int) -> list[str]:
     return out
 
 
-def response_body(job: Job, body: TranslateRequest) -> dict:
-    """The non-streamed answer (also the `done` event)."""
-    texts, alts, details = [], [], []
-    for item in job.items:
-        texts.append(job.texts(item))
-        alts.append(alternatives(job, item, body.alternatives))
-        results = [u.result for u in item.units]  # none when the text is all markup
-        hyps = [r.hypotheses[0] for r in results]
-        reason = "length" if any(h.finish_reason == "length" for h in hyps) else "eos"
-        score = sum(h.score for h in hyps) / max(len(hyps), 1) if body.parameters.return_scores else None
-        details.append(
-            {
-                "model": job.entry.checkpoint.name,
-                "input_tokens": sum(len(u.ids) for u in item.units),
-                "generated_tokens": sum(len(h.tokens) for h in hyps),
-                "finish_reason": reason,
-                "score": score,
-                "queue_ms": round(max((r.queue_s for r in results), default=0.0) * 1000, 3),
-                "total_ms": round(max((r.total_s for r in results), default=0.0) * 1000, 3),
-            }
-        )
+def item_answer(job: Job, item: Item, body: TranslateRequest) -> dict:
+    """One text's translation, alternatives and details."""
+    results = [u.result for u in item.units]  # none when the text is all markup
+    hyps = [r.hypotheses[0] for r in results]
+    reason = "length" if any(h.finish_reason == "length" for h in hyps) else "eos"
+    score = sum(h.score for h in hyps) / max(len(hyps), 1) if body.parameters.return_scores else None
+    details = {
+        "model": job.entry.checkpoint.name,
+        "input_tokens": sum(len(u.ids) for u in item.units),
+        "generated_tokens": sum(len(h.tokens) for h in hyps),
+        "finish_reason": reason,
+        "score": score,
+        "queue_ms": round(max((r.queue_s for r in results), default=0.0) * 1000, 3),
+        "total_ms": round(max((r.total_s for r in results), default=0.0) * 1000, 3),
+        "cached": False,
+    }
+    return {"text": job.texts(item), "alternatives": alternatives(job, item, body.alternatives), "details": details}
+
+
+def assemble(answers: list[dict], body: TranslateRequest, detected: dict | None) -> dict:
+    """The response body from each text's answer (lists for a list `q`)."""
     single = isinstance(body.q, str)
+    texts, alts, details = ([a[k] for a in answers] for k in ("text", "alternatives", "details"))
     out: dict = {"translatedText": texts[0] if single else texts, "details": details[0] if single else details}
     if body.alternatives:
         out["alternatives"] = alts[0] if single else alts
-    if job.detected is not None:
-        out["detectedLanguage"] = job.detected if single else [job.detected] * len(texts)
+    if detected is not None:
+        out["detectedLanguage"] = detected if single else [detected] * len(texts)
     return out
 
 
-def timing_headers(job: Job) -> dict[str, str]:
-    """TGI-style timing headers (milliseconds)."""
-    results = [u.result for item in job.items for u in item.units]
+def response_body(job: Job, body: TranslateRequest) -> dict:
+    """The answer of a job that ran every text (also the `done` event)."""
+    return assemble([item_answer(job, item, body) for item in job.items], body, job.detected)
+
+
+def timing_headers(job: Job | None) -> dict[str, str]:
+    """TGI-style timing headers (milliseconds); zeros when the cache answered every text."""
+    results = [u.result for item in job.items for u in item.units] if job else []
     queue = max((r.queue_s for r in results), default=0.0)
     total = max((r.total_s for r in results), default=0.0)
     generated = sum(len(r.hypotheses[0].tokens) for r in results)
@@ -221,14 +213,23 @@ def timing_headers(job: Job) -> dict[str, str]:
     openapi_extra={
         "requestBody": {
             "required": True,
-            "content": {"application/json": BODY_SCHEMA, "application/x-www-form-urlencoded": BODY_SCHEMA},
+            "content": {ctype: BODY_SCHEMA for ctype in ("application/json", *FORM_TYPES)},
         }
     },
 )
-async def translate(request: Request, service: ServiceDep):
+async def translate(request: Request, service: ServiceDep, fields: FieldsDep, _: Admitted):
     """Translate `q` from `source` to `target`; `stream` answers with server-sent events."""
-    body = await read_body(request)
-    job = build_job(body, service)
+    body = await read_body(request, fields)
+    planned = plan(body, service)
+    if body.stream:
+        job = planned.job(service.settings, True, list(range(len(planned.layouts))))
+        await start(job, service)
+        return JobStream(sse(job, body, service), job, service)
+    return await answer(request, body, planned, service)
+
+
+async def start(job: Job, service: Service) -> None:
+    """Submit a job to its engine core, counted in flight (for draining) until it ends."""
     service.inflight += 1
     try:
         await job.submit()
@@ -236,13 +237,46 @@ async def translate(request: Request, service: ServiceDep):
         job.abort()
         service.inflight -= 1
         raise
-    if body.stream:
-        return JobStream(sse(job, body, service), job, service)
-    try:
-        await collect(job, request)
-    finally:
-        service.inflight -= 1
-    return JSONResponse(response_body(job, body), headers=timing_headers(job))
+
+
+async def answer(request: Request, body: TranslateRequest, planned: Planned, service: Service) -> JSONResponse:
+    """The JSON answer: cached texts from the cache, the others from the engine (then cached); X-Cache says which."""
+    n = len(planned.layouts)
+    use_cache = service.cache.enabled and cacheable(planned.params, False)
+    keys = cache_keys(body, planned) if use_cache else []
+    answers = await service.cache.get_many(keys) if use_cache else [None] * n
+    misses = [i for i, a in enumerate(answers) if a is None]
+    job = planned.job(service.settings, False, misses) if misses else None
+    if job is not None:
+        await start(job, service)
+        try:
+            await collect(job, request)
+        finally:
+            service.inflight -= 1
+        for i, item in zip(misses, job.items, strict=True):
+            answers[i] = item_answer(job, item, body)
+        if use_cache:
+            await service.cache.put_many({keys[i]: stored(answers[i]) for i in misses})
+    for i in set(range(n)) - set(misses):
+        answers[i]["details"].update(queue_ms=0.0, total_ms=0.0, cached=True)
+    headers = timing_headers(job)
+    if use_cache:
+        headers["x-cache"] = "miss" if len(misses) == n else "hit" if not misses else "partial"
+    return JSONResponse(assemble(answers, body, planned.detected), headers=headers)
+
+
+def cache_keys(body: TranslateRequest, planned: Planned) -> list[str]:
+    """Each text's cache key."""
+    card = planned.entry.card
+    texts = [body.q] if isinstance(body.q, str) else body.q
+    options = {"format": body.format, "split": body.parameters.split_sentences, "alternatives": body.alternatives}
+    return [cache_key(card.name, card.version, planned.source, body.target, options, planned.params, t) for t in texts]
+
+
+def stored(answer: dict) -> dict:
+    """An answer as the cache keeps it: without this request's timings."""
+    details = {k: v for k, v in answer["details"].items() if k not in ("queue_ms", "total_ms", "cached")}
+    return {**answer, "details": details}
 
 
 async def collect(job: Job, request: Request) -> None:

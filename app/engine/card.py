@@ -4,7 +4,9 @@ and the network's size, dtype and device for /info."""
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from dataclasses import dataclass
+from pathlib import Path
 
 from model.description import Description
 
@@ -17,6 +19,7 @@ class ModelCard:
     parameters: int
     dtype: str
     device: str
+    version: str = ""  # fingerprint of the checkpoint's files: the translation cache's entries belong to it
 
     @property
     def name(self) -> str:
@@ -29,4 +32,16 @@ class ModelCard:
         desc = Description(**{f.name: getattr(checkpoint, f.name) for f in dataclasses.fields(Description)})
         p = next(checkpoint.model.parameters())
         size = sum(t.numel() for t in checkpoint.model.parameters())
-        return cls(desc, size, str(p.dtype).removeprefix("torch."), str(p.device))
+        return cls(desc, size, str(p.dtype).removeprefix("torch."), str(p.device), fingerprint(Path(desc.path)))
+
+
+def fingerprint(path: Path) -> str:
+    """SHA-256 over the names and contents of a checkpoint's files (weights, tokenizer, configs), read once at load
+    (about a second per GB): new weights under the same name are a new version."""
+    digest = hashlib.sha256()
+    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+    for file in files:
+        digest.update(str(file.relative_to(path) if path.is_dir() else file.name).encode() + b"\0")
+        with file.open("rb") as f:
+            digest.update(hashlib.file_digest(f, "sha256").digest())
+    return digest.hexdigest()[:16]

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import httpx
 
+from app.keys.records import KeyRecord
+from app.keys.sqlite_store import SqliteStore
 from model.checkpoint import Checkpoint
 from model.generate import generate
 from model.params import DecodeParams
@@ -120,3 +124,16 @@ def offline(ck: Checkpoint, text: str, **params) -> list[str]:
 def offline_hyps(ck: Checkpoint, text: str, **params):
     """The oracle's hypotheses (tokens, score, finish_reason)."""
     return generate(ck.model, [Request(0, ck.tokenizer.encode(text), DecodeParams(**params))])[0]
+
+
+def add_keys(db: Path, keys: dict[str, dict]) -> Path:
+    """Store API keys (key -> limit overrides) in a SQLite key file, as `python -m app keys add` does."""
+
+    async def add() -> None:
+        store = SqliteStore(db)
+        for key, limits in keys.items():
+            await store.add(key, KeyRecord(f"name-{key}", limits))
+        await store.close()
+
+    asyncio.run(add())
+    return db

@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from tests.app.helpers import body, ok, translate
+from tests.app.helpers import add_keys, body, ok, translate
 from tests.server import ServerProcess
 
 LONG_TEXT = " ".join(["the big red dog runs in the green city at night"] * 40)  # > 256 tokens
@@ -136,10 +136,12 @@ def test_server_still_serves_after_errors(server):
 
 
 @pytest.fixture(scope="module")
-def guarded(native_dir):
+def guarded(native_dir, tmp_path_factory):
     """A server with API keys and two models from comma-separated env lists, a small body limit, 3 items."""
+    db = add_keys(tmp_path_factory.mktemp("keys") / "keys.sqlite", {"key-one": {}, "key-two": {}})
     env = {
-        "MT_API_KEYS": "key-one, key-two",
+        "MT_API_KEYS": "true",
+        "MT_KEYS_DB": str(db),
         "MT_MODELS": f"en-es={native_dir},en-fr={native_dir}",
         "MT_MAX_ITEMS": "3",
     }
@@ -149,9 +151,9 @@ def guarded(native_dir):
 
 
 def test_api_keys(guarded):
-    """With MT_API_KEYS set: 403 without or with a wrong key; either configured key works (JSON or form)."""
-    check_error(httpx.post(guarded.url + "/translate", json=OK_BODY), 403, "forbidden", "api_key")
-    check_error(httpx.post(guarded.url + "/translate", json={**OK_BODY, "api_key": "key"}), 403, "forbidden", "api_key")
+    """With MT_API_KEYS=true: 403 without or with a wrong key; either stored key works (JSON or form)."""
+    check_error(httpx.post(guarded.url + "/translate", json=OK_BODY), 403, "forbidden", "api_key", "required")
+    check_error(httpx.post(guarded.url + "/translate", json={**OK_BODY, "api_key": "key"}), 403, "forbidden", "invalid")
     for key in ("key-one", "key-two"):
         assert httpx.post(guarded.url + "/translate", json={**OK_BODY, "api_key": key}, timeout=30).status_code == 200
     form = {"q": "the cat", "source": "en", "target": "es", "api_key": "key-two"}
@@ -160,7 +162,11 @@ def test_api_keys(guarded):
 
 def test_models_from_env_list(guarded):
     """MT_MODELS as a comma-separated list: both pairs served, routed, listed; auto picks by target."""
-    assert httpx.get(guarded.url + "/languages").json() == [{"code": "en", "name": "English", "targets": ["es", "fr"]}]
+    assert httpx.get(guarded.url + "/languages").json() == [
+        {"code": "en", "name": "English", "targets": ["es", "fr"]},
+        {"code": "es", "name": "Spanish", "targets": []},
+        {"code": "fr", "name": "French", "targets": []},
+    ]
     assert [m["name"] for m in httpx.get(guarded.url + "/info").json()["models"]] == ["en-es", "en-fr"]
     for target in ("es", "fr"):
         r = httpx.post(

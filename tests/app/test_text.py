@@ -11,18 +11,23 @@ from app.text import html_layout, plain_layout
     ("text", "units"),
     [
         ("The cat sleeps. The dog runs.", ["The cat sleeps.", "The dog runs."]),
-        ("Really?! Yes… Fine.", ["Really?!", "Yes…", "Fine."]),
+        ("Really?! Yes… Fine.", ["Really?!", "Yes… Fine."]),  # an ellipsis inside a sentence
         ('He said "Go." Then he left.', ['He said "Go."', "Then he left."]),
         ("Es así. ¿Vienes? ¡Claro!", ["Es así.", "¿Vienes?", "¡Claro!"]),
         ("Done.\n\nNext line.", ["Done.", "Next line."]),
         ("It costs 3.50 today. Ok.", ["It costs 3.50 today.", "Ok."]),
-        ("e.g. this stays. one piece", ["e.g. this stays. one piece"]),  # lower case after the stop: no split
+        ("See e.g. the cat. It sleeps.", ["See e.g. the cat.", "It sleeps."]),  # abbreviations do not end one
+        ("Dr. Smith arrived at 5 p.m. yesterday.", ["Dr. Smith arrived at 5 p.m. yesterday."]),
+        (
+            "Mr. Brown met Mrs. Green in Washington D.C. on Monday.",
+            ["Mr. Brown met Mrs. Green in Washington D.C. on Monday."],
+        ),
         ("No stop at the end", ["No stop at the end"]),
         ("Chapter 1. 2 cats.", ["Chapter 1.", "2 cats."]),
     ],
 )
 def test_sentence_split(text, units):
-    """Sentences end at . ! ? … (with closing quotes) before a capital, digit or opening mark."""
+    """Sentences as sentencex cuts them (abbreviations stay inside); the layout joins back to the text."""
     layout = plain_layout(text, split=True)
     assert layout.units == units
     assert layout.join(layout.units) == text

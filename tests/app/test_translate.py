@@ -232,10 +232,10 @@ def test_timing_headers_cover_the_whole_request(server):
 
 
 def test_languages(server):
-    """GET /languages from the loaded models."""
+    """GET /languages from the loaded models: every source and target, as LibreTranslate lists them."""
     r = httpx.get(server.url + "/languages")
     assert r.status_code == 200
-    assert r.json() == [{"code": "en", "name": "English", "targets": ["es"]}]
+    assert r.json() == [{"code": "en", "name": "English", "targets": ["es"]}, {"code": "es", "name": "Spanish", "targets": []}]
 
 
 def test_info(server, checkpoint):

@@ -1,0 +1,98 @@
+"""Admission of a request: its API key (when keys are required) and its limits, checked and counted at once in the
+store. `admit` is the FastAPI dependency of /translate and /detect; `Limiter.admit` serves any other route."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, Request
+
+from app.api.fields import read_fields
+from app.errors import ApiError
+from app.keys.records import LIMITS
+from app.metrics import Metrics
+from app.settings import Settings
+
+
+def open_store(settings: Settings):
+    """The store the settings name: Redis when redis_url is set, else the SQLite file keys_db."""
+    if settings.redis_url:
+        from app.keys.redis_store import RedisStore
+
+        return RedisStore(settings.redis_url)
+    from app.keys.sqlite_store import SqliteStore
+
+    return SqliteStore(settings.keys_db)
+
+
+class Limiter:
+    """Checks keys and limits; does nothing (and opens no store) when keys are off and no limit is set."""
+
+    def __init__(self, settings: Settings, metrics: Metrics):
+        self.settings, self.metrics = settings, metrics
+        self.defaults = {k: getattr(settings, k) for k in LIMITS}
+        self.active = settings.api_keys or any(v >= 0 for v in self.defaults.values())
+        self._store = None
+
+    @property
+    def store(self):
+        """The key store, opened on first use (in the worker process that uses it)."""
+        if self._store is None:
+            self._store = open_store(self.settings)
+        return self._store
+
+    def _refuse(self, reason: str, status: int, error_type: str, message: str, headers: dict | None = None):
+        self.metrics.limit_rejections.labels(reason).inc()
+        return ApiError(status, error_type, message, headers)
+
+    async def limits_for(self, api_key: object, client: str) -> tuple[str, dict[str, int]]:
+        """(subject counted, its limits): the key's name and overrides, or the client's address and the defaults."""
+        if not self.settings.api_keys:
+            return f"ip:{client}", self.defaults
+        if not api_key or not isinstance(api_key, str):
+            raise self._refuse("missing_key", 403, "forbidden", "api_key: an API key is required on this server")
+        record = await self.store.lookup(api_key)
+        if record is None:
+            raise self._refuse("invalid_key", 403, "forbidden", "api_key: invalid API key")
+        overrides = {k: v for k, v in record.limits.items() if v is not None}
+        return f"key:{record.name}", {**self.defaults, **overrides}
+
+    async def admit(self, api_key: object, client: str, texts: list[str]) -> None:
+        """Pass, or raise 403 (key), 422 (batch_limit, char_limit) or 429 with Retry-After (req_limit,
+        daily_char_limit); an admitted request counts against its limits."""
+        if not self.active:
+            return
+        subject, limits = await self.limits_for(api_key, client)
+        chars = sum(len(t) for t in texts)
+        if 0 <= limits["batch_limit"] < len(texts):
+            raise self._refuse("batch_limit", 422, "validation",
+                               f"q: {len(texts)} texts exceeds batch_limit={limits['batch_limit']}")  # fmt: skip
+        if 0 <= limits["char_limit"] < chars:
+            raise self._refuse("char_limit", 422, "validation",
+                               f"q: {chars} characters exceeds char_limit={limits['char_limit']}")  # fmt: skip
+        refusal = await self.store.consume(subject, limits["req_limit"], chars, limits["daily_char_limit"])
+        if refusal is not None:
+            what = "requests per minute" if refusal.reason == "req_limit" else "characters per day"
+            message = f"{refusal.reason}={refusal.limit} {what} reached; retry in {refusal.retry_after}s"
+            raise self._refuse(refusal.reason, 429, "rate_limited", message, {"Retry-After": str(refusal.retry_after)})
+
+    async def close(self) -> None:
+        """Close the store if it was opened."""
+        if self._store is not None:
+            await self._store.close()
+
+
+def texts_of(q: object) -> list[str]:
+    """The texts of a `q` field as sent (validation comes later)."""
+    if isinstance(q, str):
+        return [q]
+    return [t for t in q if isinstance(t, str)] if isinstance(q, list) else []
+
+
+async def admit(request: Request, fields: Annotated[dict, Depends(read_fields)]) -> None:
+    """Dependency: admit the request by its api_key and q (from any client shape) or refuse it."""
+    client = request.client.host if request.client else "unknown"
+    await request.app.state.service.limiter.admit(fields.get("api_key"), client, texts_of(fields.get("q")))
+
+
+Admitted = Annotated[None, Depends(admit)]

@@ -1,0 +1,126 @@
+"""Keys and limit counters in one SQLite file, shared by every HTTP worker and server process on the machine: WAL
+mode, and each check-and-count in one IMMEDIATE transaction (a write lock taken up front), so counts are exact."""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from app.keys.records import LIMITS, WINDOW_S, KeyRecord, Refusal, key_hash, seconds_to_midnight, utc_day
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS keys (hash TEXT PRIMARY KEY, name TEXT UNIQUE NOT NULL, created REAL NOT NULL,
+  revoked INTEGER NOT NULL DEFAULT 0, req_limit INTEGER, char_limit INTEGER, daily_char_limit INTEGER,
+  batch_limit INTEGER);
+CREATE TABLE IF NOT EXISTS hits (subject TEXT NOT NULL, t REAL NOT NULL);
+CREATE INDEX IF NOT EXISTS hits_subject ON hits (subject, t);
+CREATE TABLE IF NOT EXISTS daily (subject TEXT NOT NULL, day TEXT NOT NULL, chars INTEGER NOT NULL,
+  PRIMARY KEY (subject, day));
+CREATE TABLE IF NOT EXISTS totals (subject TEXT PRIMARY KEY, requests INTEGER NOT NULL, chars INTEGER NOT NULL);
+"""
+
+
+class SqliteStore:
+    """One connection per process (used from the event loop; a lock guards the CLI's and tests' threads)."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
+        self.lock = threading.Lock()
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("PRAGMA synchronous=NORMAL")
+        with self._tx() as db:
+            for statement in filter(str.strip, SCHEMA.split(";")):
+                db.execute(statement)
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        """One IMMEDIATE transaction: committed on success, rolled back on error."""
+        with self.lock:
+            self.db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self.db
+            except BaseException:
+                self.db.execute("ROLLBACK")
+                raise
+            self.db.execute("COMMIT")
+
+    async def lookup(self, key: str) -> KeyRecord | None:
+        """The live (not revoked) record of a key, else None."""
+        row = self.db.execute(f"SELECT name, created, {', '.join(LIMITS)} FROM keys WHERE hash=? AND revoked=0",
+                              (key_hash(key),)).fetchone()  # fmt: skip
+        return None if row is None else KeyRecord(row[0], dict(zip(LIMITS, row[2:], strict=True)), row[1])
+
+    async def consume(self, subject: str, req_limit: int, chars: int, daily_limit: int) -> Refusal | None:
+        """Count one request of `chars` characters unless it is over a limit (-1: none); the refusal if it is."""
+        now = time.time()
+        day = utc_day(now)
+        with self._tx() as db:
+            if req_limit >= 0:
+                db.execute("DELETE FROM hits WHERE subject=? AND t<=?", (subject, now - WINDOW_S))
+                count, oldest = db.execute("SELECT COUNT(*), MIN(t) FROM hits WHERE subject=?", (subject,)).fetchone()
+                if count >= req_limit:
+                    wait = math.ceil(oldest + WINDOW_S - now) if oldest is not None else WINDOW_S
+                    return Refusal("req_limit", req_limit, max(1, wait))
+            db.execute("DELETE FROM daily WHERE subject=? AND day<?", (subject, day))
+            row = db.execute("SELECT chars FROM daily WHERE subject=? AND day=?", (subject, day)).fetchone()
+            used = row[0] if row else 0
+            if daily_limit >= 0 and used + chars > daily_limit:
+                return Refusal("daily_char_limit", daily_limit, seconds_to_midnight(now))
+            if req_limit >= 0:
+                db.execute("INSERT INTO hits VALUES (?, ?)", (subject, now))
+            db.execute("INSERT OR REPLACE INTO daily VALUES (?, ?, ?)", (subject, day, used + chars))
+            db.execute(
+                "INSERT INTO totals VALUES (?, 1, ?) ON CONFLICT(subject) DO UPDATE SET requests=requests+1, "
+                "chars=chars+excluded.chars",
+                (subject, chars),
+            )
+        return None
+
+    async def add(self, key: str, record: KeyRecord) -> None:
+        """Store a new key (ValueError when the name or the key exists)."""
+        try:
+            with self._tx() as db:
+                db.execute(
+                    f"INSERT INTO keys (hash, name, created, {', '.join(LIMITS)}) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (key_hash(key), record.name, record.created, *(record.limits.get(k) for k in LIMITS)),
+                )
+        except sqlite3.IntegrityError:
+            raise ValueError(f"a key named {record.name!r} (or this key) exists") from None
+
+    async def records(self) -> list[KeyRecord]:
+        """Every key, revoked ones too, by name."""
+        rows = self.db.execute(f"SELECT name, created, revoked, {', '.join(LIMITS)} FROM keys ORDER BY name")
+        return [KeyRecord(r[0], dict(zip(LIMITS, r[3:], strict=True)), r[1], bool(r[2])) for r in rows]
+
+    async def update(self, name: str, limits: dict[str, int | None]) -> None:
+        """Change a key's overrides (None: back to the default); KeyError for an unknown name."""
+        with self._tx() as db:
+            for k, v in limits.items():
+                if db.execute(f"UPDATE keys SET {k}=? WHERE name=?", (v, name)).rowcount == 0:
+                    raise KeyError(name)
+
+    async def revoke(self, name: str) -> None:
+        """Refuse the key from now on (it stays listed); KeyError for an unknown name."""
+        with self._tx() as db:
+            if db.execute("UPDATE keys SET revoked=1 WHERE name=?", (name,)).rowcount == 0:
+                raise KeyError(name)
+
+    async def usage(self, subject: str) -> dict[str, int]:
+        """Requests in the last minute (counted only under a req_limit), characters today, and totals."""
+        now = time.time()
+        minute = self.db.execute("SELECT COUNT(*) FROM hits WHERE subject=? AND t>?", (subject, now - WINDOW_S))
+        day = self.db.execute("SELECT chars FROM daily WHERE subject=? AND day=?", (subject, utc_day(now))).fetchone()
+        total = self.db.execute("SELECT requests, chars FROM totals WHERE subject=?", (subject,)).fetchone()
+        return {"requests_last_minute": minute.fetchone()[0], "chars_today": day[0] if day else 0,
+                "requests_total": total[0] if total else 0, "chars_total": total[1] if total else 0}  # fmt: skip
+
+    async def close(self) -> None:
+        """Close the file."""
+        self.db.close()
