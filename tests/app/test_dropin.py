@@ -119,16 +119,20 @@ def test_auto_detects_routes_and_answers_detected_language(server):
     assert [d["language"] for d in listed["detectedLanguage"]] == ["en", "en"]
 
 
-def test_detect_among_served_languages(server):
-    """LibreTranslate's /detect: candidates best first with confidence in percent, only languages served; form too."""
+def test_detect_answers_the_language_of_the_text(server):
+    """LibreTranslate's /detect: candidates best first with confidence in percent, among every language the detector
+    knows (served or not: Galician is not); form too."""
     best = post(server.url, "/detect", q="Bonjour, je voudrais un café s'il vous plaît")
     assert best[0]["language"] == "fr" and best == sorted(best, key=lambda d: -d["confidence"])
-    served = {item["code"] for item in httpx.get(server.url + "/languages").json()}
     portuguese = post(server.url, "/detect", q="Onde fica a estação de comboios?")  # pt is served only as a target
-    assert {d["language"] for d in portuguese} <= served
+    assert portuguese[0]["language"] == "pt"
+    galician = post(server.url, "/detect", q="Onte fomos á praia cos nenos e comemos xuntos na casa da avoa.")
+    assert galician[0]["language"] == "gl" and "gl" not in {
+        x["code"] for x in httpx.get(server.url + "/languages").json()
+    }
     form = httpx.post(server.url + "/detect", data={"q": "Guten Morgen, wie geht es dir?"}).json()
     assert form[0]["language"] == "de"
-    both = post(server.url, "/detect", q=["hello my friend", "hola amigo mío"])
+    both = post(server.url, "/detect", q=["hello my friend, how are you today?", "hola amigo mío, ¿cómo estás hoy?"])
     assert [d[0]["language"] for d in both] == ["en", "es"]
 
 
@@ -137,9 +141,10 @@ def test_libretranslatepy_client(server):
     from libretranslatepy import LibreTranslateAPI
 
     lt = LibreTranslateAPI(server.url + "/")
-    assert lt.translate("the cat runs", "en", "es") == post(server.url, q="the cat runs", source="en", target="es")[
-        "translatedText"
-    ]
+    assert (
+        lt.translate("the cat runs", "en", "es")
+        == post(server.url, q="the cat runs", source="en", target="es")["translatedText"]
+    )
     assert {"code": "de", "name": "German"}.items() <= next(x for x in lt.languages() if x["code"] == "de").items()
     assert lt.detect("¿Dónde está la estación de tren?")[0]["language"] == "es"
 

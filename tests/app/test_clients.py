@@ -1,0 +1,118 @@
+"""Every client shape LibreTranslate accepts, over HTTP against the real server: fields in the query string, a form,
+multipart or JSON; LibreTranslate's frontend endpoints; detection that tells the truth; hostile bodies."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from tests.app.test_errors import check_error
+
+TEXT = "the cat sleeps"
+FIELDS = {"q": TEXT, "source": "en", "target": "es", "api_key": "x", "unknown_field": "ignored"}
+SPANISH = "Hoy hace muy buen tiempo y vamos a la playa con los niños."
+GERMAN = "Der Hund schläft im Garten."
+
+
+def shapes(url: str, path: str, fields: dict) -> dict[str, httpx.Response]:
+    """The same fields sent in each shape."""
+    return {
+        "query": httpx.post(url + path, params=fields, timeout=30),
+        "form": httpx.post(url + path, data=fields, timeout=30),
+        "multipart": httpx.post(url + path, data=fields, files={"unused": ("a.txt", b"x")}, timeout=30),
+        "json": httpx.post(url + path, json=fields, timeout=30),
+    }
+
+
+def test_translate_reads_every_shape(server):
+    """Query string (no body), urlencoded, multipart and JSON give the same answer; api_key and unknown fields are
+    ignored when no keys are configured."""
+    answers = shapes(server.url, "/translate", FIELDS)
+    for shape, r in answers.items():
+        assert r.status_code == 200, (shape, r.text)
+    assert len({r.json()["translatedText"] for r in answers.values()}) == 1
+    assert "multipart/form-data" in answers["multipart"].request.headers["content-type"]
+
+
+def test_query_string_and_body_merge(server):
+    """Fields may be split between the query string and the body; the body wins."""
+    r = httpx.post(server.url + "/translate?target=es&source=en", data={"q": TEXT}, timeout=30)
+    assert r.status_code == 200, r.text
+    r = httpx.post(server.url + "/translate?target=xx", json={"q": TEXT, "source": "en", "target": "es"}, timeout=30)
+    assert r.status_code == 200, r.text
+
+
+def test_repeated_q_in_the_query_string_is_a_list(server):
+    """q=a&q=b answers a list, as a form does."""
+    r = httpx.post(
+        server.url + "/translate", params=[("q", "a cat"), ("q", "a dog"), ("source", "en"), ("target", "es")]
+    )
+    assert r.status_code == 200 and len(r.json()["translatedText"]) == 2
+
+
+def test_detect_reads_every_shape(server):
+    """/detect in every shape: the same detections."""
+    answers = shapes(server.url, "/detect", {"q": GERMAN, "api_key": "x", "extra": 1})
+    assert len({str(r.json()) for r in answers.values()}) == 1
+    assert answers["query"].json()[0]["language"] == "de"
+
+
+def test_detect_tells_the_truth(server):
+    """The issue's sentences: Spanish and German are detected as such (neither is a source of the en-es model)."""
+    for text, language in ((SPANISH, "es"), (GERMAN, "de")):
+        best = httpx.post(server.url + "/detect", json={"q": text}).json()[0]
+        assert best["language"] == language and best["confidence"] > 90
+
+
+@pytest.mark.parametrize(("text", "language"), [(GERMAN, "de"), (SPANISH, "es")])
+def test_auto_refuses_a_language_no_model_serves(server, text, language):
+    """source auto with a text in an unserved source language: 400 naming it and the pairs served."""
+    r = httpx.post(server.url + "/translate", json={"q": text, "source": "auto", "target": "es"})
+    check_error(r, 400, "unsupported_language", f"'{language}'", "en-es")
+
+
+def test_auto_routes_a_served_language(server):
+    """English text with source auto: routed, detectedLanguage says en with its confidence."""
+    r = httpx.post(server.url + "/translate", json={"q": "the cat runs in the city", "source": "auto", "target": "es"})
+    assert r.status_code == 200 and r.json()["detectedLanguage"]["language"] == "en"
+
+
+def test_frontend_settings(server):
+    """LibreTranslate's /frontend/settings keys and values."""
+    settings = httpx.get(server.url + "/frontend/settings").json()
+    assert settings["charLimit"] == -1 and settings["apiKeys"] is False and settings["keyRequired"] is False
+    assert settings["suggestions"] is False and settings["frontendTimeout"] == 500
+    assert settings["language"] == {"source": {"code": "auto", "name": "Auto Detect"},
+                                    "target": {"code": "es", "name": "Spanish"}}  # fmt: skip
+    assert {"filesTranslation", "supportedFilesFormat"} <= set(settings)
+
+
+def test_suggest_is_off(server):
+    """POST /suggest: 403 with LibreTranslate's message."""
+    r = httpx.post(server.url + "/suggest", data={"q": "a", "s": "b", "source": "en", "target": "es"})
+    assert check_error(r, 403, "forbidden") == "Suggestions are disabled on this server."
+
+
+def test_libretranslatepy_sees_both_languages(server):
+    """libretranslatepy: es is listed (a target), and detection of Spanish says es."""
+    from libretranslatepy import LibreTranslateAPI
+
+    lt = LibreTranslateAPI(server.url + "/")
+    assert {x["code"]: x["targets"] for x in lt.languages()} == {"en": ["es"], "es": []}
+    assert lt.detect(SPANISH)[0]["language"] == "es"
+    assert lt.translate(TEXT, "en", "es") == httpx.post(server.url + "/translate", json=FIELDS).json()["translatedText"]
+
+
+@pytest.mark.parametrize("where", ["json", "form-parameters"])
+def test_deeply_nested_json_is_a_422(server, where):
+    """100,000 nested brackets: a clear 422 naming the field, not a 500; the server goes on."""
+    deep = "[" * 100_000 + "]" * 100_000
+    if where == "json":
+        r = httpx.post(
+            server.url + "/translate", content=f'{{"q": {deep}}}', headers={"content-type": "application/json"}
+        )
+        check_error(r, 422, "validation", "body", "nested")
+    else:
+        r = httpx.post(server.url + "/translate", data={"q": TEXT, "source": "en", "target": "es", "parameters": deep})
+        check_error(r, 422, "validation", "parameters", "nested")
+    assert httpx.post(server.url + "/translate", json=FIELDS, timeout=30).status_code == 200
