@@ -120,3 +120,42 @@ def connections(pid: int, port: int) -> int:
             local, state, inode = fields[1], fields[3], fields[9]
             count += int(local.rsplit(":", 1)[1], 16) == port and state == "01" and inode in inodes
     return count
+
+
+class RedisServer:
+    """Debian's redis-server on a free loopback port, its files in a temporary directory, nothing saved."""
+
+    def __init__(self, workdir: Path):
+        self.port = free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        args = [
+            "--port",
+            str(self.port),
+            "--bind",
+            "127.0.0.1",
+            "--dir",
+            str(workdir),
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ]
+        self.proc = subprocess.Popen(["redis-server", *args], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+                return
+            except OSError:
+                if time.monotonic() > deadline or self.proc.poll() is not None:
+                    raise RuntimeError("redis-server did not start") from None
+                time.sleep(0.05)
+
+    def stop(self) -> None:
+        """Stop it (SIGTERM, then kill)."""
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 import torch
 
 from model.checkpoint import Checkpoint, load
 from tests.app.inprocess import POISON, CoreThread, Faulty, make_core
-from tests.server import ServerProcess
+from tests.server import RedisServer, ServerProcess
 
 torch.set_num_threads(1)  # like the server (OMP_NUM_THREADS=1): same kernels, same floating-point results
 
@@ -49,3 +51,13 @@ def served(faulty, checkpoint):
     core_thread = CoreThread(make_core(faulty, max_wait_ms=20), checkpoint)
     yield core_thread
     core_thread.stop()
+
+
+@pytest.fixture(scope="module")
+def redis_url(tmp_path_factory):
+    """A fresh redis-server for the module (skips when Debian's redis-server is not installed)."""
+    if shutil.which("redis-server") is None:
+        pytest.skip("redis-server not installed (Debian package redis-server; .ci/system-deps installs it)")
+    redis = RedisServer(tmp_path_factory.mktemp("redis"))
+    yield redis.url
+    redis.stop()

@@ -235,7 +235,10 @@ def test_languages(server):
     """GET /languages from the loaded models: every source and target, as LibreTranslate lists them."""
     r = httpx.get(server.url + "/languages")
     assert r.status_code == 200
-    assert r.json() == [{"code": "en", "name": "English", "targets": ["es"]}, {"code": "es", "name": "Spanish", "targets": []}]
+    assert r.json() == [
+        {"code": "en", "name": "English", "targets": ["es"]},
+        {"code": "es", "name": "Spanish", "targets": []},
+    ]
 
 
 def test_info(server, checkpoint):
