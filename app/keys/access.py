@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from typing import Annotated
 
+from cachetools import TTLCache
 from fastapi import Depends, Request
 
 from app.api.fields import read_fields
 from app.errors import ApiError
-from app.keys.records import LIMITS
+from app.keys.records import LIMITS, KeyRecord
 from app.metrics import Metrics
 from app.settings import Settings
 
@@ -25,14 +26,19 @@ def open_store(settings: Settings):
     return SqliteStore(settings.keys_db)
 
 
+RECORD_TTL_S = 1.0  # a worker reuses a key's record this long: a revocation or a new limit applies within a second
+
+
 class Limiter:
-    """Checks keys and limits; does nothing (and opens no store) when keys are off and no limit is set."""
+    """Checks keys and limits; does nothing (and opens no store) when keys are off and no limit is set. Counting is
+    always in the store (atomic there); valid keys' records are kept a second, saving a round trip to Redis."""
 
     def __init__(self, settings: Settings, metrics: Metrics):
         self.settings, self.metrics = settings, metrics
         self.defaults = {k: getattr(settings, k) for k in LIMITS}
         self.active = settings.api_keys or any(v >= 0 for v in self.defaults.values())
         self._store = None
+        self.records: TTLCache[str, KeyRecord] = TTLCache(maxsize=10_000, ttl=RECORD_TTL_S)
 
     @property
     def store(self):
@@ -51,9 +57,12 @@ class Limiter:
             return f"ip:{client}", self.defaults
         if not api_key or not isinstance(api_key, str):
             raise self._refuse("missing_key", 403, "forbidden", "api_key: an API key is required on this server")
-        record = await self.store.lookup(api_key)
+        record = self.records.get(api_key)
+        if record is None:
+            record = await self.store.lookup(api_key)
         if record is None:
             raise self._refuse("invalid_key", 403, "forbidden", "api_key: invalid API key")
+        self.records[api_key] = record
         overrides = {k: v for k, v in record.limits.items() if v is not None}
         return f"key:{record.name}", {**self.defaults, **overrides}
 

@@ -8,7 +8,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 LIMITS = ("req_limit", "char_limit", "daily_char_limit", "batch_limit")  # per-key overrides of the defaults
-WINDOW_S = 60  # req_limit counts requests in the last minute (a moving window, as LibreTranslate's limiter)
+# req_limit counts requests in windows of a minute, each starting at the first request after the last one ended: exact
+# and O(1) per request (a moving log, as LibreTranslate's limiter keeps, costs O(limit) at high limits)
+WINDOW_S = 60
 
 
 def key_hash(key: str) -> str:

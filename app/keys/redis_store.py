@@ -3,7 +3,6 @@ server, on the server's clock); counters expire by themselves."""
 
 from __future__ import annotations
 
-import secrets
 import time
 
 import redis.asyncio as aioredis
@@ -11,29 +10,18 @@ import redis.asyncio as aioredis
 from app.keys.records import LIMITS, WINDOW_S, KeyRecord, Refusal, key_hash, seconds_to_midnight, utc_day
 
 PREFIX = "mt:"
-# KEYS: window zset, today's characters, totals hash. ARGV: req_limit, chars, daily_limit, window ms, day ttl s, id.
+# KEYS: minute window counter, today's characters, totals hash. ARGV: req_limit, chars, daily_limit, window ms,
+# day ttl s. The window counter expires a minute after its first request (its PTTL is the Retry-After).
 CONSUME = """
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local req_limit, chars, daily = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
-local window = tonumber(ARGV[4])
-if req_limit >= 0 then
-  redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - window)
-  if redis.call('ZCARD', KEYS[1]) >= req_limit then
-    local oldest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-    local wait = window
-    if oldest[2] then wait = tonumber(oldest[2]) + window - now end
-    return {1, wait}
-  end
+local count = tonumber(redis.call('GET', KEYS[1]) or '0')
+if req_limit >= 0 and count >= req_limit then
+  return {1, redis.call('PTTL', KEYS[1])}
 end
 local used = tonumber(redis.call('GET', KEYS[2]) or '0')
 if daily >= 0 and used + chars > daily then return {2, 0} end
-if req_limit >= 0 then
-  redis.call('ZADD', KEYS[1], now, now .. ':' .. ARGV[6])
-  redis.call('PEXPIRE', KEYS[1], window)
-end
-redis.call('INCRBY', KEYS[2], chars)
-redis.call('EXPIRE', KEYS[2], tonumber(ARGV[5]))
+if redis.call('INCR', KEYS[1]) == 1 then redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[4])) end
+if redis.call('INCRBY', KEYS[2], chars) == chars then redis.call('EXPIRE', KEYS[2], tonumber(ARGV[5])) end
 redis.call('HINCRBY', KEYS[3], 'requests', 1)
 redis.call('HINCRBY', KEYS[3], 'chars', chars)
 return {0, 0}
@@ -70,7 +58,7 @@ class RedisStore:
     async def consume(self, subject: str, req_limit: int, chars: int, daily_limit: int) -> Refusal | None:
         """Count one request of `chars` characters unless it is over a limit (-1: none); the refusal if it is."""
         now = time.time()
-        args = [req_limit, chars, daily_limit, WINDOW_S * 1000, 2 * 86400, secrets.token_hex(8)]
+        args = [req_limit, chars, daily_limit, WINDOW_S * 1000, 2 * 86400]
         verdict, wait_ms = await self.script(keys=self._keys(subject, utc_day(now)), args=args)
         if verdict == 1:
             return Refusal("req_limit", req_limit, max(1, -(-int(wait_ms) // 1000)))
@@ -110,10 +98,9 @@ class RedisStore:
         await self.redis.hset(f"{PREFIX}key:{await self._digest(name)}", "revoked", 1)
 
     async def usage(self, subject: str) -> dict[str, int]:
-        """Requests in the last minute (counted only under a req_limit), characters today, and totals."""
+        """Requests in the current minute window, characters today, and totals."""
         window, today, totals = self._keys(subject, utc_day(time.time()))
-        now_ms = time.time() * 1000
-        minute = await self.redis.zcount(window, now_ms - WINDOW_S * 1000, "+inf")
+        minute = int(await self.redis.get(window) or 0)
         chars = int(await self.redis.get(today) or 0)
         t = await self.redis.hgetall(totals)
         return {"requests_last_minute": minute, "chars_today": chars,

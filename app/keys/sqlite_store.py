@@ -17,11 +17,9 @@ SCHEMA = """
 CREATE TABLE IF NOT EXISTS keys (hash TEXT PRIMARY KEY, name TEXT UNIQUE NOT NULL, created REAL NOT NULL,
   revoked INTEGER NOT NULL DEFAULT 0, req_limit INTEGER, char_limit INTEGER, daily_char_limit INTEGER,
   batch_limit INTEGER);
-CREATE TABLE IF NOT EXISTS hits (subject TEXT NOT NULL, t REAL NOT NULL);
-CREATE INDEX IF NOT EXISTS hits_subject ON hits (subject, t);
-CREATE TABLE IF NOT EXISTS daily (subject TEXT NOT NULL, day TEXT NOT NULL, chars INTEGER NOT NULL,
-  PRIMARY KEY (subject, day));
-CREATE TABLE IF NOT EXISTS totals (subject TEXT PRIMARY KEY, requests INTEGER NOT NULL, chars INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS windows (subject TEXT PRIMARY KEY, start REAL NOT NULL, count INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS daily (subject TEXT NOT NULL, day TEXT NOT NULL, requests INTEGER NOT NULL,
+  chars INTEGER NOT NULL, PRIMARY KEY (subject, day));
 """
 
 
@@ -62,24 +60,18 @@ class SqliteStore:
         now = time.time()
         day = utc_day(now)
         with self._tx() as db:
-            if req_limit >= 0:
-                db.execute("DELETE FROM hits WHERE subject=? AND t<=?", (subject, now - WINDOW_S))
-                count, oldest = db.execute("SELECT COUNT(*), MIN(t) FROM hits WHERE subject=?", (subject,)).fetchone()
-                if count >= req_limit:
-                    wait = math.ceil(oldest + WINDOW_S - now) if oldest is not None else WINDOW_S
-                    return Refusal("req_limit", req_limit, max(1, wait))
-            db.execute("DELETE FROM daily WHERE subject=? AND day<?", (subject, day))
+            window = db.execute("SELECT start, count FROM windows WHERE subject=?", (subject,)).fetchone()
+            start, count = window if window and now - window[0] < WINDOW_S else (now, 0)
+            if 0 <= req_limit <= count:
+                return Refusal("req_limit", req_limit, max(1, math.ceil(start + WINDOW_S - now)))
             row = db.execute("SELECT chars FROM daily WHERE subject=? AND day=?", (subject, day)).fetchone()
-            used = row[0] if row else 0
-            if daily_limit >= 0 and used + chars > daily_limit:
+            if 0 <= daily_limit < (row[0] if row else 0) + chars:
                 return Refusal("daily_char_limit", daily_limit, seconds_to_midnight(now))
-            if req_limit >= 0:
-                db.execute("INSERT INTO hits VALUES (?, ?)", (subject, now))
-            db.execute("INSERT OR REPLACE INTO daily VALUES (?, ?, ?)", (subject, day, used + chars))
+            db.execute("INSERT OR REPLACE INTO windows VALUES (?, ?, ?)", (subject, start, count + 1))
             db.execute(
-                "INSERT INTO totals VALUES (?, 1, ?) ON CONFLICT(subject) DO UPDATE SET requests=requests+1, "
-                "chars=chars+excluded.chars",
-                (subject, chars),
+                "INSERT INTO daily VALUES (?, ?, 1, ?) ON CONFLICT(subject, day) DO UPDATE SET "
+                "requests=requests+1, chars=chars+excluded.chars",
+                (subject, day, chars),
             )
         return None
 
@@ -113,13 +105,14 @@ class SqliteStore:
                 raise KeyError(name)
 
     async def usage(self, subject: str) -> dict[str, int]:
-        """Requests in the last minute (counted only under a req_limit), characters today, and totals."""
+        """Requests in the current minute window, characters today, and totals (one row per day is kept)."""
         now = time.time()
-        minute = self.db.execute("SELECT COUNT(*) FROM hits WHERE subject=? AND t>?", (subject, now - WINDOW_S))
+        window = self.db.execute("SELECT start, count FROM windows WHERE subject=?", (subject,)).fetchone()
         day = self.db.execute("SELECT chars FROM daily WHERE subject=? AND day=?", (subject, utc_day(now))).fetchone()
-        total = self.db.execute("SELECT requests, chars FROM totals WHERE subject=?", (subject,)).fetchone()
-        return {"requests_last_minute": minute.fetchone()[0], "chars_today": day[0] if day else 0,
-                "requests_total": total[0] if total else 0, "chars_total": total[1] if total else 0}  # fmt: skip
+        total = self.db.execute("SELECT SUM(requests), SUM(chars) FROM daily WHERE subject=?", (subject,)).fetchone()
+        return {"requests_last_minute": window[1] if window and now - window[0] < WINDOW_S else 0,
+                "chars_today": day[0] if day else 0, "requests_total": total[0] or 0,
+                "chars_total": total[1] or 0}  # fmt: skip
 
     async def close(self) -> None:
         """Close the file."""
