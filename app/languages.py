@@ -15,7 +15,6 @@ if TYPE_CHECKING:
 
 ALIASES = {"zt": "zh", "pb": "pt"}  # API codes whose language the detector knows under another code
 TOP = 3  # candidates /detect returns per text
-SURE = 50.0  # percent: "auto" refuses a language it is at least this sure of when no model serves it
 
 
 class Detector:
@@ -49,7 +48,7 @@ class Detector:
                 out.setdefault(label, code)
         return out
 
-    def rank(self, text: str, top: int | None = TOP) -> list[dict]:
+    def rank(self, text: str, top: int = TOP) -> list[dict]:
         """LibreTranslate's answer for one text: [{"language", "confidence"}] best first, over every language the
         detector knows, confidence in percent (its probability, normalised over all of them)."""
         ranked = self.load()._identifier.rank(text)[:top]
@@ -76,13 +75,9 @@ def detect_source(service: Service, texts: list[str], target: str) -> dict:
     labels = service.detector.labels(candidates)
     if not labels and len(candidates) == 1:  # a source the detector does not know (e.g. "mul"): the only one
         return {"language": candidates[0], "confidence": 0.0}
-    ranked = service.detector.rank(" ".join(texts), top=None)
-    best = ranked[0]
+    best = service.detector.rank(" ".join(texts), top=1)[0]
     if best["language"] in labels:
         return {**best, "language": labels[best["language"]]}
-    if best["confidence"] < SURE:  # unsure (short texts): the likeliest served source, with its own low confidence
-        served = next(d for d in ranked if d["language"] in labels)
-        return {**served, "language": labels[served["language"]]}
     pairs = ", ".join(f"{s}-{t}" for s, t in service.pairs())
     raise ApiError(
         400,
