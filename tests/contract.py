@@ -11,4 +11,12 @@ HISTOGRAMS = (
     "mt_request_generated_tokens",
 )
 GAUGES = ("mt_requests_running", "mt_requests_waiting", "mt_cache_tokens")
-COUNTERS = ("mt_requests_total", "mt_request_failures_total", "mt_input_tokens_total", "mt_generated_tokens_total")
+COUNTERS = (
+    "mt_requests_total",
+    "mt_request_failures_total",
+    "mt_input_tokens_total",
+    "mt_generated_tokens_total",
+    "mt_limit_rejections_total",  # issue 24: keys and limits, the translation cache
+    "mt_cache_hits_total",
+    "mt_cache_misses_total",
+)

@@ -67,8 +67,13 @@ async def info(service: ServiceDep) -> dict:
             "default_max_new_tokens",
             "max_beam_size",
             "max_body_bytes",
+            "req_limit",
+            "char_limit",
+            "daily_char_limit",
+            "batch_limit",
         )
     }
+    limits["api_keys"] = s.api_keys
     ok, reason = service.readiness()
     return {"version": _version(), "ready": ok, "status": reason, "models": models, "limits": limits}
 

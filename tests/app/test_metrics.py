@@ -11,7 +11,7 @@ from tests.app.helpers import LONG, body, metrics, ok, value, wait_for
 from tests.contract import GAUGES, HISTOGRAMS
 
 COUNTERS = [name.removesuffix("_total") for name in contract.COUNTERS]  # family names
-LABELS = {"model", "phase", "finish_reason", "error_type", "le"}
+LABELS = {"model", "phase", "finish_reason", "error_type", "reason", "le"}
 TEXTS = ["the cat sleeps", "a big red dog runs in the city", "hello world", "good night"]
 
 

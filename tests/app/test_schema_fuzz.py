@@ -38,10 +38,10 @@ def schemathesis(url: str, tmp_path: Path, *args: str) -> None:
 
 
 def test_openapi_schema_is_complete(fuzzed):
-    """The /translate body schema is part of the document (its $ref resolves), for JSON and forms."""
+    """The /translate body schema is part of the document (its $ref resolves), for JSON and both kinds of forms."""
     spec = httpx.get(fuzzed.url + "/openapi.json").json()
     content = spec["paths"]["/translate"]["post"]["requestBody"]["content"]
-    assert set(content) == {"application/json", "application/x-www-form-urlencoded"}
+    assert set(content) == {"application/json", "application/x-www-form-urlencoded", "multipart/form-data"}
     ref = content["application/json"]["schema"]["$ref"].removeprefix("#/components/schemas/")
     schema = spec["components"]["schemas"][ref]
     assert {"q", "source", "target", "format", "alternatives", "stream", "api_key", "parameters"} <= set(

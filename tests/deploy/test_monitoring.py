@@ -31,6 +31,7 @@ METRIC_LABELS = {
     "mt_requests_total": {"model", "finish_reason"},
     "mt_request_failures_total": {"error_type"},
     "mt_step_duration_seconds": {"phase"},
+    "mt_limit_rejections_total": {"reason"},
 }
 SCRAPE_LABELS = {"instance", "job", "le", "namespace", "pod"}
 
