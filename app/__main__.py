@@ -26,6 +26,13 @@ FLAGS = {
     "drain_seconds": float,
     "keepalive_seconds": float,
     "warmup_rounds": int,
+    "max_file_bytes": int,
+    "max_unzipped_bytes": int,
+    "max_zip_entries": int,
+    "max_segments": int,
+    "max_file_chars": int,
+    "file_ttl_seconds": float,
+    "files_dir": str,
 }
 
 

@@ -16,9 +16,7 @@ class Parameters(BaseModel):
     max_new_tokens: int | None = Field(None, ge=1)
     min_new_tokens: int | None = Field(None, ge=0)
     length_penalty: float | None = Field(None, ge=-10, le=10)
-    repetition_penalty: float | None = Field(
-        None, ge=0.01, le=100, description="bounded: tiny values overflow logits"
-    )
+    repetition_penalty: float | None = Field(None, ge=0.01, le=100, description="bounded: tiny values overflow logits")
     no_repeat_ngram_size: int | None = Field(None, ge=0, le=16)
     temperature: float | None = Field(None, ge=0.01, le=100, description="bounded: tiny values overflow logits")
     top_k: int | None = Field(None, ge=0)
@@ -45,6 +43,9 @@ class TranslateRequest(BaseModel):
     alternatives: int = Field(0, ge=0)
     stream: bool = False
     api_key: str | None = None
+    preserve_placeholders: bool = Field(
+        False, description="keep printf (%s, %(name)s), brace ({0}, {name}) and ICU plural/select placeholders exactly"
+    )
     parameters: Parameters = Field(default_factory=Parameters)
 
 

@@ -50,6 +50,13 @@ class Settings(BaseSettings):
         None, description="launch each decode step before reading the previous one back, so that the host's work "
         "hides behind the device's (one-row requests; beam search runs step by step); default on on CUDA, off on CPU"
     )  # fmt: skip
+    max_file_bytes: int = Field(10_000_000, ge=1, description="POST /translate_file: size of the uploaded file")
+    max_unzipped_bytes: int = Field(100_000_000, ge=1, description="zip-based files: uncompressed size of all entries")
+    max_zip_entries: int = Field(2000, ge=1, description="zip-based files: entries in the archive")
+    max_segments: int = Field(5000, ge=1, description="segments (paragraphs, cells, cues, entries) of one file")
+    max_file_chars: int = Field(1_000_000, ge=1, description="characters to translate in one file")
+    file_ttl_seconds: float = Field(3600.0, gt=0, description="how long a translated file can be downloaded")
+    files_dir: str = Field("", description="where translated files wait for download (default: a temp folder)")
     api_keys: Annotated[list[str], NoDecode] = Field(default_factory=list)
     log_level: str = "info"
 

@@ -15,6 +15,7 @@ from starlette.types import Receive, Scope, Send
 from app.errors import ApiError, describe_validation, error_body
 from app.job import Event, Item, Job
 from app.languages import detect_source
+from app.protect import find_spans, split_layout
 from app.schemas import ErrorBody, TranslateRequest, TranslateResponse
 from app.service import Service
 from app.settings import Settings
@@ -155,6 +156,8 @@ def build_job(body: TranslateRequest, service: Service) -> Job:
     source = detected["language"] if detected else body.source
     entry = service.route(source, body.target)
     ck = entry.checkpoint
+    keep = lambda text: find_spans(text, ck.tokenizer.spells, placeholders=body.preserve_placeholders)
+    layouts = [split_layout(layout, keep) for layout in layouts]  # what the vocabulary cannot spell passes through
     params = decode_params(body, s, ck, body.target)
     prefix = ck.languages.prefix(source, body.target)
     return Job(entry, layouts, params, s.max_input_tokens, body.stream, prefix=prefix, detected=detected)
