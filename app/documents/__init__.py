@@ -61,6 +61,6 @@ def assign(chunks: list[Chunk], runs: Runs) -> list[str]:
     return texts
 
 
-def plain(text: str, write: Callable[[str], None], **kw) -> Segment:
+def one_run(text: str, write: Callable[[str], None], **kw) -> Segment:
     """A segment of one run whose translation is written as one string."""
     return Segment([(text, False)], lambda chunks: write("".join(c.text for c in chunks)), **kw)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import zipfile
 from collections.abc import Callable
+
+from lxml import etree
 
 from app.documents import Document
 from app.documents.l10n import Gettext, Xliff
@@ -57,5 +60,5 @@ def open_document(filename: str, data: bytes, settings: Settings, target: str) -
         return opener(data, settings, target), media_type
     except ApiError:
         raise
-    except Exception as exc:  # each library has its own errors for a corrupt file
+    except (ValueError, LookupError, OSError, AttributeError, zipfile.BadZipFile, etree.LxmlError) as exc:
         raise ApiError(422, "validation", f"file: not a valid {ext} file ({type(exc).__name__}: {exc})") from None

@@ -10,7 +10,7 @@ from html import escape
 import polib
 from lxml import etree
 
-from app.documents import Segment, plain
+from app.documents import Segment, one_run
 from app.documents.limits import refuse_entities, xml_parser
 from app.documents.plain import decode
 from app.errors import ApiError
@@ -61,7 +61,7 @@ class Gettext:
 
         for i, source in enumerate(sources):
             if source.strip():
-                self.segments.append(plain(source, writer(i), flag=flag, markup=True))
+                self.segments.append(one_run(source, writer(i), flag=flag, markup=True))
 
     def save(self) -> bytes:
         """The catalog, written by polib."""
@@ -126,7 +126,7 @@ class Xliff:
                 note_parent.insert(0, notes)
             etree.SubElement(notes, f"{{{self.ns}}}note").text = FLAGGED.format(reason=reason)
 
-        return plain(inner, write, flag=flag, markup=True, escape=lambda t: escape(t, quote=False))
+        return one_run(inner, write, flag=flag, markup=True, escape=lambda t: escape(t, quote=False))
 
     def save(self) -> bytes:
         """The XML, with its declaration."""

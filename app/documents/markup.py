@@ -9,7 +9,7 @@ from urllib.parse import unquote
 
 from lxml import etree
 
-from app.documents import Segment, plain
+from app.documents import Segment, one_run
 from app.documents.limits import open_zip, refuse_entities, xml_parser
 from app.documents.plain import decode
 from app.settings import Settings
@@ -28,7 +28,7 @@ class HtmlFile:
         refuse_entities(data)
         self.layout = html_layout(decode(data, kind), split=True)
         self.translations = list(self.layout.units)
-        self.segments: list[Segment] = [plain(u, self._writer(i)) for i, u in enumerate(self.layout.units)]
+        self.segments: list[Segment] = [one_run(u, self._writer(i)) for i, u in enumerate(self.layout.units)]
 
     def _writer(self, i: int):
         """Keep unit i's translation."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import srt
 
-from app.documents import Segment, plain
+from app.documents import Segment, one_run
 from app.errors import ApiError
 
 
@@ -25,7 +25,7 @@ class TextFile:
         for i, line in enumerate(self.lines):
             core = line.strip()
             if core:
-                self.segments.append(plain(core, self._writer(i, line, core)))
+                self.segments.append(one_run(core, self._writer(i, line, core)))
 
     def _writer(self, i: int, line: str, core: str):
         """Put a line's translation between its own leading and trailing whitespace."""
@@ -46,7 +46,7 @@ class SubRip:
         except srt.SRTParseError as exc:
             raise ApiError(422, "validation", f"file: not a valid srt file ({exc})") from None
         self.segments = [
-            plain(" ".join(c.content.split()), self._writer(c), markup=True) for c in self.cues if c.content.strip()
+            one_run(" ".join(c.content.split()), self._writer(c), markup=True) for c in self.cues if c.content.strip()
         ]
 
     @staticmethod
