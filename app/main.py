@@ -31,15 +31,15 @@ class BodyLimit:
         paths: dict[str, tuple[int, str]] | None = None,
     ):
         self.app, self.limit, self.on_error = app, limit, on_error
-        self.paths = paths or {}  # path -> (limit, setting name) where another limit applies
+        self.paths = paths or {}  # path -> (limit, how the error names it) where another limit applies
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
-        limit, setting = self.paths.get(scope["path"], (self.limit, "max_body_bytes"))
+        limit, named = self.paths.get(scope["path"], (self.limit, f"max_body_bytes={self.limit}"))
         length = dict(scope.get("headers", [])).get(b"content-length")
         if length is not None and length.isdigit() and int(length) > limit:
-            body = error_body(f"body: {int(length)} bytes exceeds {setting}={limit}", "payload_too_large")
+            body = error_body(f"body: {int(length)} bytes exceeds {named}", "payload_too_large")
             self.on_error("payload_too_large")
             return await JSONResponse(body, 413)(scope, receive, send)
         seen = 0
@@ -49,7 +49,7 @@ class BodyLimit:
             message = await receive()
             seen += len(message.get("body", b""))
             if seen > limit:
-                raise ApiError(413, "payload_too_large", f"body: over {setting}={limit}")
+                raise ApiError(413, "payload_too_large", f"body: over {named}")
             return message
 
         return await self.app(scope, limited, send)
@@ -81,8 +81,9 @@ def create_app(settings: Settings | None = None, service: Service | None = None)
     app.include_router(health.router)
     app.include_router(info.router)
     app.include_router(page.router)
-    multipart = settings.max_file_bytes + 64_000  # the file and the form fields around it
-    paths = {"/translate_file": (multipart, "max_file_bytes")}
+    form = 64_000  # the form fields around an uploaded file
+    named = f"max_file_bytes={settings.max_file_bytes} (+{form} bytes of form fields)"
+    paths = {"/translate_file": (settings.max_file_bytes + form, named)}
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes, on_error=count_failure, paths=paths)
     app.openapi = with_schemas(app.openapi, {**translate.body_schemas(), **detect.body_schemas()})
     return app

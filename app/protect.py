@@ -82,14 +82,15 @@ def _escape_literal(text: str) -> str:
 
 
 def _add_piece(layout: Layout, text: str) -> None:
-    """Text between spans: a unit (surrounding whitespace literal) when it has a letter, else literal."""
+    """Text between spans: a unit when it has a letter (the whitespace and , ; : before it and the whitespace after
+    it literal), else literal."""
     if not LETTER.search(text):
         if text:
             layout.pieces.append(layout.render(text))
         return
-    core = text.strip()
-    lead, trail = text[: len(text) - len(text.lstrip())], text[len(text.rstrip()) :]
-    layout.pieces.extend([lead, len(layout.units), trail])
+    core = text.lstrip(" \t\n,;:").rstrip()
+    lead, trail = text[: len(text) - len(text.lstrip(" \t\n,;:"))], text[len(text.rstrip()) :]
+    layout.pieces.extend([layout.render(lead), len(layout.units), trail])
     layout.units.append(core)
 
 
