@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 import sentencepiece as spm
 
 SPIECE_UNDERLINE = "\u2581"
-BYTE_PIECE = re.compile(r"<0x[0-9A-F]{2}>")
 
 
 class Tokenizer:
@@ -58,8 +56,8 @@ class Tokenizer:
 
     def spells(self, char: str) -> bool:
         """Whether both vocabularies have pieces for `char` that decode back to it: emoji, rare symbols and control
-        characters that map to <unk>, vanish in normalization or exist only as byte-fallback pieces (<0xF0>...) do
-        not (whitespace counts as spelled)."""
+        characters that map to <unk> or vanish in normalization do not (whitespace counts as spelled; a vocabulary
+        with byte-fallback pieces spells everything it does not normalize away)."""
         if char.isspace():
             return True
         known = self._spells.get(char)
@@ -70,8 +68,6 @@ class Tokenizer:
     def _round_trips(self, sp: spm.SentencePieceProcessor, char: str) -> bool:
         """`char` encodes to known pieces of `sp` (through the vocab when there is one) and decodes to itself."""
         pieces = sp.encode(char, out_type=str)
-        if any(BYTE_PIECE.fullmatch(p) for p in pieces):
-            return False
         if self.vocab is not None:
             known = all(p in self.vocab for p in pieces)
         else:

@@ -92,10 +92,11 @@ def test_builtin_stream_keeps(builtin):
 
 
 @pytest.fixture(scope="module")
-def families(marian_dir, tmp_path_factory):
-    """A tiny OPUS-MT-style model (en-es, byte-fallback vocabulary) and a tiny NLLB model (en-fr here)."""
-    from tests.fixtures import make_m2m100
+def families(tmp_path_factory):
+    """A tiny OPUS-MT-style model (en-es) and a tiny NLLB model (en-fr here), neither with byte-fallback pieces."""
+    from tests.fixtures import make_m2m100, make_marian
 
+    marian_dir = make_marian(tmp_path_factory.mktemp("marian") / "opus-mt-en-es", byte_fallback=False)
     nllb = make_m2m100(tmp_path_factory.mktemp("nllb") / "tiny-nllb", "nllb", seed=3)
     proc = ServerProcess("--model", str(marian_dir), "--model", str(nllb), "--warmup-rounds", "0").wait()
     yield proc
