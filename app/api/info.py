@@ -67,6 +67,12 @@ async def info(service: ServiceDep) -> dict:
             "default_max_new_tokens",
             "max_beam_size",
             "max_body_bytes",
+            "max_file_bytes",
+            "max_unzipped_bytes",
+            "max_zip_entries",
+            "max_segments",
+            "max_file_chars",
+            "file_ttl_seconds",
         )
     }
     ok, reason = service.readiness()
