@@ -78,7 +78,24 @@ def wants(request: Request, media_type: str) -> bool:
     return media_type in request.headers.get("accept", "")
 
 
-@router.post("/translate_file", responses=ERRORS)
+FILE_FORM = {
+    "type": "object",
+    "required": ["file", "target"],
+    "properties": {
+        "file": {"type": "string", "format": "binary"},
+        "source": {"type": "string", "default": "auto"},
+        "target": {"type": "string"},
+        "api_key": {"type": "string"},
+        "direct": {"type": "boolean", "default": False},
+    },
+}
+
+
+@router.post(
+    "/translate_file",
+    responses=ERRORS,
+    openapi_extra={"requestBody": {"required": True, "content": {"multipart/form-data": {"schema": FILE_FORM}}}},
+)
 async def translate_file(request: Request, service: ServiceDep):
     """Translate an uploaded file (multipart `file`, `source`, `target`, `api_key`); answer `translatedFileUrl`, the
     file itself (`direct=true` or `Accept: application/octet-stream`), or progress events (`text/event-stream`)."""

@@ -150,3 +150,17 @@ def test_client_gone_cancels(builtin):
     wait_for(lambda: idle(builtin.url), timeout=10)
     aborted = value(metrics(builtin.url), "mt_requests_total", model="en-es", finish_reason="aborted") - before
     assert aborted >= 50
+
+
+def test_one_job_duplicates_once(builtin):
+    """Repeated segments of a file are translated once; /info shows the file limits."""
+    wait_for(lambda: idle(builtin.url), timeout=30)
+    count = lambda: sum(
+        value(metrics(builtin.url), "mt_requests_total", model="en-es", finish_reason=f) for f in ("eos", "length")
+    )
+    before = count()
+    r = upload(builtin.url, "a.txt", b"The house is big.\nGood morning.\n" * 10)
+    assert r.status_code == 200 and r.json()["details"]["segments"] == 20
+    assert count() - before == 2
+    limits = httpx.get(builtin.url + "/info").json()["limits"]
+    assert limits["max_file_bytes"] == 300_000 and limits["max_segments"] == 300
