@@ -70,15 +70,9 @@ def split_layout(layout: Layout, find: Callable[[str], list[Span]]) -> Layout:
         for start, end in [*spans, (len(text), len(text))]:
             _add_piece(out, text[pos:start])
             if start < end:
-                span = text[start:end]
-                out.pieces.append(span if not layout.escape else _escape_literal(span))
+                out.pieces.append(out.render(text[start:end]))
             pos = end
     return out
-
-
-def _escape_literal(text: str) -> str:
-    """A kept span of an HTML layout, escaped as its units are when rendered."""
-    return Layout([], [], escape=True).render(text)
 
 
 def _add_piece(layout: Layout, text: str) -> None:

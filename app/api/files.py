@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
@@ -108,8 +109,9 @@ async def translate_file(request: Request, service: ServiceDep):
     check_limits(doc, s)
     rounds, detected = plan(fields, doc, service)
     direct = fields.direct or wants(request, "application/octet-stream")
+    job = FileJob(fields, filename, doc, rounds, detected, direct)
     service.inflight += 1
-    task = asyncio.create_task(finish(doc, rounds, service, fields, filename, direct, detected, request))
+    task = asyncio.create_task(job.finish(service, str(request.base_url)))
     if wants(request, "text/event-stream") and not direct:
         return StreamingResponse(progress(task, rounds, service), media_type="text/event-stream")
     try:
@@ -122,18 +124,30 @@ async def translate_file(request: Request, service: ServiceDep):
     return JSONResponse(result)
 
 
-async def finish(doc, rounds, service, fields, filename, direct, detected, request) -> dict:
-    """Translate the document and save it: the file's bytes (direct) or the LibreTranslate answer."""
-    flagged = await translate_document(doc, rounds)
-    out = await asyncio.to_thread(doc.save)
-    details = {"model": rounds.entry.checkpoint.name, "segments": len(doc.segments), "flagged": flagged}
-    if direct:
-        return {"file": out, "details": details}
-    name = await asyncio.to_thread(store(service).put, out, filename, fields.api_key)
-    answer = {"translatedFileUrl": f"{request.base_url}download_file/{name}", "details": details}
-    if detected is not None:
-        answer["detectedLanguage"] = detected
-    return answer
+@dataclass
+class FileJob:
+    """An uploaded file, opened and routed to a model."""
+
+    fields: FileRequest
+    filename: str
+    doc: Document
+    rounds: Rounds
+    detected: dict | None
+    direct: bool
+
+    async def finish(self, service: Service, base_url: str) -> dict:
+        """Translate the document and save it: the file's bytes (direct) or the LibreTranslate answer."""
+        flagged = await translate_document(self.doc, self.rounds)
+        out = await asyncio.to_thread(self.doc.save)
+        segments = len(self.doc.segments)
+        details = {"model": self.rounds.entry.checkpoint.name, "segments": segments, "flagged": flagged}
+        if self.direct:
+            return {"file": out, "details": details}
+        name = await asyncio.to_thread(store(service).put, out, self.filename, self.fields.api_key)
+        answer = {"translatedFileUrl": f"{base_url}download_file/{name}", "details": details}
+        if self.detected is not None:
+            answer["detectedLanguage"] = self.detected
+        return answer
 
 
 async def watch(task: asyncio.Task, request: Request) -> dict:
