@@ -36,7 +36,8 @@ class Rounds:
         try:
             job = Job(self.entry, layouts, self.params, self.settings.max_input_tokens, prefix=self.prefix)
         except ApiError as exc:
-            raise ApiError(exc.status, exc.error_type, "file: a sentence" + exc.message.split(":", 1)[1]) from None
+            detail = exc.message.split(":", 1)[1].split(";")[0]  # "N tokens exceeds max_input_tokens=M"
+            raise ApiError(exc.status, exc.error_type, f"file: a sentence of{detail}") from None
         self.total += sum(len(item.units) for item in job.items)
         try:
             await job.submit()

@@ -164,3 +164,8 @@ def test_one_job_duplicates_once(builtin):
     assert count() - before == 2
     limits = httpx.get(builtin.url + "/info").json()["limits"]
     assert limits["max_file_bytes"] == 300_000 and limits["max_segments"] == 300
+
+
+def test_sentence_over_the_token_limit(builtin):
+    """A sentence longer than max_input_tokens is refused naming the limit (documents are cut into sentences)."""
+    refused(builtin.url, "a.txt", ("word " * 400).encode(), 422, "max_input_tokens=256")
