@@ -42,7 +42,9 @@ def find_spans(text: str, spells: Spells, placeholders: bool = False, markup: bo
     patterns = [PRINTF, BRACE] * placeholders + [MARKUP] * markup
     if patterns:
         found += [m.span() for m in re.finditer("|".join(patterns), text)]
-    found += [m.span() for m in re.finditer(r"\S", text) if not spells(m.group())]
+    unspelled = {c for c in set(text) if not spells(c)}  # each distinct character asked once
+    if unspelled:
+        found += [(i, i + 1) for i, c in enumerate(text) if c in unspelled]
     spans: list[Span] = []
     for start, end in sorted(found, key=lambda s: (s[0], -s[1])):
         if spans and start < spans[-1][1]:
