@@ -35,6 +35,13 @@ FLAGS = {
     "batch_limit": int,
     "cache_bytes": int,
     "cache_ttl_seconds": int,
+    "max_file_bytes": int,
+    "max_unzipped_bytes": int,
+    "max_zip_entries": int,
+    "max_segments": int,
+    "max_file_chars": int,
+    "file_ttl_seconds": float,
+    "files_dir": str,
 }
 SWITCHES = {
     "cuda_graphs": "on CUDA, capture the static-shape decode step as CUDA graphs at start-up and replay them "

@@ -12,7 +12,7 @@ from fastapi_offline import FastAPIOffline
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app import errors
-from app.api import detect, frontend, health, info, page, translate
+from app.api import detect, files, frontend, health, info, page, translate
 from app.errors import ApiError, error_body
 from app.service import Service
 from app.settings import Settings
@@ -23,15 +23,23 @@ log = logging.getLogger("mt")
 class BodyLimit:
     """413 for bodies over the limit: by Content-Length up front, or while a chunked body streams in."""
 
-    def __init__(self, app: ASGIApp, limit: int, on_error: Callable[[str], None] = lambda kind: None):
+    def __init__(
+        self,
+        app: ASGIApp,
+        limit: int,
+        on_error: Callable[[str], None] = lambda kind: None,
+        paths: dict[str, tuple[int, str]] | None = None,
+    ):
         self.app, self.limit, self.on_error = app, limit, on_error
+        self.paths = paths or {}  # path -> (limit, how the error names it) where another limit applies
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
+        limit, named = self.paths.get(scope["path"], (self.limit, f"max_body_bytes={self.limit}"))
         length = dict(scope.get("headers", [])).get(b"content-length")
-        if length is not None and length.isdigit() and int(length) > self.limit:
-            body = error_body(f"body: {int(length)} bytes exceeds max_body_bytes={self.limit}", "payload_too_large")
+        if length is not None and length.isdigit() and int(length) > limit:
+            body = error_body(f"body: {int(length)} bytes exceeds {named}", "payload_too_large")
             self.on_error("payload_too_large")
             return await JSONResponse(body, 413)(scope, receive, send)
         seen = 0
@@ -40,8 +48,8 @@ class BodyLimit:
             nonlocal seen
             message = await receive()
             seen += len(message.get("body", b""))
-            if seen > self.limit:
-                raise ApiError(413, "payload_too_large", f"body: over max_body_bytes={self.limit}")
+            if seen > limit:
+                raise ApiError(413, "payload_too_large", f"body: over {named}")
             return message
 
         return await self.app(scope, limited, send)
@@ -68,12 +76,16 @@ def create_app(settings: Settings | None = None, service: Service | None = None)
 
     errors.install(app, count_failure)
     app.include_router(translate.router)
+    app.include_router(files.router)
     app.include_router(detect.router)
     app.include_router(health.router)
     app.include_router(info.router)
     app.include_router(page.router)
     app.include_router(frontend.router)
-    app.add_middleware(BodyLimit, limit=settings.max_body_bytes, on_error=count_failure)
+    form = 64_000  # the form fields around an uploaded file
+    named = f"max_file_bytes={settings.max_file_bytes} (+{form} bytes of form fields)"
+    paths = {"/translate_file": (settings.max_file_bytes + form, named)}
+    app.add_middleware(BodyLimit, limit=settings.max_body_bytes, on_error=count_failure, paths=paths)
     app.openapi = with_schemas(app.openapi, {**translate.body_schemas(), **detect.body_schemas()})
     return app
 

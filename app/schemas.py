@@ -45,6 +45,9 @@ class TranslateRequest(BaseModel):
     alternatives: int = Field(0, ge=0)
     stream: bool = False
     api_key: str | None = None
+    preserve_placeholders: bool = Field(
+        False, description="keep printf (%s, %(name)s), brace ({0}, {name}) and ICU plural/select placeholders exactly"
+    )
     parameters: Parameters = Field(default_factory=Parameters)
 
 

@@ -60,6 +60,13 @@ class Settings(BaseSettings):
     cache: bool = Field(True, description="serve repeated translations from the translation cache")
     cache_bytes: int = Field(64 << 20, ge=0, description="in-process translation cache size (LRU) in bytes")
     cache_ttl_seconds: int = Field(7 * 86400, ge=1, description="lifetime of translation cache entries in Redis")
+    max_file_bytes: int = Field(10_000_000, ge=1, description="POST /translate_file: size of the uploaded file")
+    max_unzipped_bytes: int = Field(100_000_000, ge=1, description="zip-based files: uncompressed size of all entries")
+    max_zip_entries: int = Field(2000, ge=1, description="zip-based files: entries in the archive")
+    max_segments: int = Field(5000, ge=1, description="segments (paragraphs, cells, cues, entries) of one file")
+    max_file_chars: int = Field(1_000_000, ge=1, description="characters to translate in one file")
+    file_ttl_seconds: float = Field(3600.0, gt=0, description="how long a translated file can be downloaded")
+    files_dir: str = Field("", description="where translated files wait for download (default: a temp folder)")
     log_level: str = "info"
 
     @field_validator("models", mode="before")

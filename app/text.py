@@ -11,6 +11,7 @@ from html.parser import HTMLParser
 import sentencex
 
 SKIP_TAGS = {"script", "style", "code", "pre", "textarea"}
+VOID_TAGS = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
 
 
 @dataclass
@@ -70,11 +71,13 @@ def plain_layout(text: str, split: bool, language: str = "en") -> Layout:
 
 
 class _HtmlCutter(HTMLParser):
-    """Records where each construct starts: markup and script/style/code stay verbatim, text becomes units."""
+    """Records where each construct starts: markup, script/style/code and translate="no" elements stay verbatim,
+    text becomes units."""
 
     def __init__(self, markup: str):
         super().__init__(convert_charrefs=True)
-        self.markup, self.skip = markup, 0
+        self.markup = markup
+        self.skipped: list[str] = []  # open elements from the one that started a verbatim stretch
         self.line_starts = [0] + [m.end() for m in re.finditer("\n", markup)]
         self.marks: list[tuple[int, str | None]] = []  # (offset, decoded text, or None for verbatim)
 
@@ -85,19 +88,20 @@ class _HtmlCutter(HTMLParser):
 
     def handle_starttag(self, tag, attrs):
         self._mark()
-        if tag in SKIP_TAGS:
-            self.skip += 1
+        starts = tag in SKIP_TAGS or ("translate", "no") in attrs
+        if (self.skipped or starts) and tag not in VOID_TAGS:
+            self.skipped.append(tag)
 
     def handle_startendtag(self, tag, attrs):
         self._mark()
 
     def handle_endtag(self, tag):
         self._mark()
-        if tag in SKIP_TAGS and self.skip:
-            self.skip -= 1
+        if tag in self.skipped:
+            del self.skipped[len(self.skipped) - 1 - self.skipped[::-1].index(tag) :]
 
     def handle_data(self, data):
-        self._mark(None if self.skip else data)
+        self._mark(None if self.skipped else data)
 
     def handle_comment(self, data):
         self._mark()

@@ -28,6 +28,7 @@ class Tokenizer:
         self.eos_id, self.pad_id, self.unk_id = eos_id, pad_id, unk_id
         self.specials = {eos_id, pad_id, unk_id, *specials}
         self.pieces = {i: p for p, i in vocab.items()} if vocab else None
+        self._spells: dict[str, bool] = {}
 
     @classmethod
     def from_files(
@@ -52,6 +53,26 @@ class Tokenizer:
             code, text = [text[: end + 2]], text[end + 2 :]
         pieces = code + self.source.encode(text, out_type=str)
         return [self.vocab.get(p, self.unk_id) for p in pieces] + [self.eos_id]
+
+    def spells(self, char: str) -> bool:
+        """Whether both vocabularies have pieces for `char` that decode back to it: emoji, rare symbols and control
+        characters that map to <unk> or vanish in normalization do not (whitespace counts as spelled; a vocabulary
+        with byte-fallback pieces spells everything it does not normalize away)."""
+        if char.isspace():
+            return True
+        known = self._spells.get(char)
+        if known is None:
+            known = self._spells[char] = all(self._round_trips(sp, char) for sp in {self.source, self.target})
+        return known
+
+    def _round_trips(self, sp: spm.SentencePieceProcessor, char: str) -> bool:
+        """`char` encodes to known pieces of `sp` (through the vocab when there is one) and decodes to itself."""
+        pieces = sp.encode(char, out_type=str)
+        if self.vocab is not None:
+            known = all(p in self.vocab for p in pieces)
+        else:
+            known = all(sp.piece_to_id(p) != sp.unk_id() for p in pieces)
+        return known and sp.decode_pieces(pieces).strip() == char
 
     def decode(self, ids: list[int]) -> str:
         """Target ids to text, special tokens dropped."""

@@ -110,15 +110,18 @@ def make_marian(
     embed_std: float = 1.0,
     targets: tuple[str, ...] = (),
     generation: dict | None = None,
+    byte_fallback: bool = True,
 ) -> Path:
     """A random Hugging Face MarianMTModel with its MarianTokenizer files (needs `transformers`); a small
     `embed_std` flattens its next-token distributions, so beams overtake each other. `targets` adds `>>xx<<` tokens
-    (a multi-target OPUS-MT model); `generation` its generation_config.json (as OPUS-MT's: num_beams, ...)."""
+    (a multi-target OPUS-MT model); `generation` its generation_config.json (as OPUS-MT's: num_beams, ...);
+    `byte_fallback=False` leaves rare characters without a piece, as real OPUS-MT vocabularies do."""
     from transformers import MarianConfig, MarianMTModel
 
     out.mkdir(parents=True, exist_ok=True)
-    src = train_spm(out / "src", corpus(EN), 300)
-    tgt = train_spm(out / "tgt", corpus(ES, seed=1), 300)
+    small = {} if byte_fallback else {"byte_fallback": False, "hard_vocab_limit": False}  # as many pieces as it finds
+    src = train_spm(out / "src", corpus(EN), 300, **small)
+    tgt = train_spm(out / "tgt", corpus(ES, seed=1), 300, **small)
     pieces = ["</s>", "<unk>"]
     for model_file in (src, tgt):
         sp = spm.SentencePieceProcessor(model_file=str(model_file))

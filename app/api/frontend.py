@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from app.api.translate import ServiceDep
+from app.documents.formats import FORMATS
 from app.errors import ApiError
 from model.languages import language_name
 
@@ -23,8 +24,8 @@ async def frontend_settings(service: ServiceDep) -> dict:
         "apiKeys": s.api_keys,
         "keyRequired": s.api_keys,
         "suggestions": False,
-        "filesTranslation": False,
-        "supportedFilesFormat": [],
+        "filesTranslation": True,
+        "supportedFilesFormat": [f".{ext}" for ext in FORMATS],
         "language": {
             "source": {"code": "auto", "name": "Auto Detect"},
             "target": {"code": target, "name": language_name(target)},

@@ -71,6 +71,12 @@ async def info(service: ServiceDep) -> dict:
             "char_limit",
             "daily_char_limit",
             "batch_limit",
+            "max_file_bytes",
+            "max_unzipped_bytes",
+            "max_zip_entries",
+            "max_segments",
+            "max_file_chars",
+            "file_ttl_seconds",
         )
     }
     limits["api_keys"] = s.api_keys

@@ -19,6 +19,7 @@ from app.errors import ApiError, describe_validation, error_body
 from app.job import Event, Item, Job
 from app.keys.access import Admitted
 from app.languages import detect_source
+from app.protect import find_spans, split_layout
 from app.schemas import ErrorBody, TranslateRequest, TranslateResponse
 from app.service import ModelEntry, Service
 from app.settings import Settings
@@ -143,6 +144,8 @@ def plan(body: TranslateRequest, service: Service) -> Planned:
     params = decode_params(body, s, ck, body.target)
     cut = html_layout if body.format == "html" else plain_layout
     layouts = [cut(t, body.parameters.split_sentences, source) for t in texts]
+    keep = lambda text: find_spans(text, ck.tokenizer.spells, placeholders=body.preserve_placeholders)
+    layouts = [split_layout(layout, keep) for layout in layouts]  # what the vocabulary cannot spell passes through
     return Planned(entry, source, layouts, params, ck.languages.prefix(source, body.target), detected)
 
 
@@ -269,7 +272,12 @@ def cache_keys(body: TranslateRequest, planned: Planned) -> list[str]:
     """Each text's cache key."""
     card = planned.entry.card
     texts = [body.q] if isinstance(body.q, str) else body.q
-    options = {"format": body.format, "split": body.parameters.split_sentences, "alternatives": body.alternatives}
+    options = {
+        "format": body.format,
+        "split": body.parameters.split_sentences,
+        "alternatives": body.alternatives,
+        "placeholders": body.preserve_placeholders,
+    }
     return [cache_key(card.name, card.version, planned.source, body.target, options, planned.params, t) for t in texts]
 
 

@@ -71,10 +71,12 @@ def test_a_list_sends_only_its_misses(cached, checkpoint):
 
 
 def test_parameters_are_part_of_the_key(cached):
-    """Another beam size or format is another entry; sampling without a seed is never cached, with a seed it is."""
+    """Another beam size, format or placeholder option is another entry; sampling without a seed is never cached,
+    with a seed it is."""
     post(cached.url, "the dog sleeps")
     assert post(cached.url, "the dog sleeps", parameters={"beam_size": 3}).headers["x-cache"] == "miss"
     assert post(cached.url, "the dog sleeps", format="html").headers["x-cache"] == "miss"
+    assert post(cached.url, "the dog sleeps", preserve_placeholders=True).headers["x-cache"] == "miss"
     unseeded = post(cached.url, "the dog sleeps", parameters={"temperature": 0.7})
     assert "x-cache" not in unseeded.headers
     seeded = {"temperature": 0.7, "seed": 3}

@@ -84,7 +84,9 @@ def test_frontend_settings(server):
     assert settings["suggestions"] is False and settings["frontendTimeout"] == 500
     assert settings["language"] == {"source": {"code": "auto", "name": "Auto Detect"},
                                     "target": {"code": "es", "name": "Spanish"}}  # fmt: skip
-    assert {"filesTranslation", "supportedFilesFormat"} <= set(settings)
+    assert settings["filesTranslation"] is True
+    formats = {".txt", ".docx", ".odt", ".pptx", ".epub", ".srt", ".po", ".xlf", ".html"}
+    assert formats <= set(settings["supportedFilesFormat"])
 
 
 def test_suggest_is_off(server):

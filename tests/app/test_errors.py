@@ -151,13 +151,21 @@ def guarded(native_dir, tmp_path_factory):
 
 
 def test_api_keys(guarded):
-    """With MT_API_KEYS=true: 403 without or with a wrong key; either stored key works (JSON or form)."""
+    """With MT_API_KEYS=true: 403 without or with a wrong key; either stored key works (JSON, form, a file)."""
     check_error(httpx.post(guarded.url + "/translate", json=OK_BODY), 403, "forbidden", "api_key", "required")
     check_error(httpx.post(guarded.url + "/translate", json={**OK_BODY, "api_key": "key"}), 403, "forbidden", "invalid")
     for key in ("key-one", "key-two"):
         assert httpx.post(guarded.url + "/translate", json={**OK_BODY, "api_key": key}, timeout=30).status_code == 200
     form = {"q": "the cat", "source": "en", "target": "es", "api_key": "key-two"}
     assert httpx.post(guarded.url + "/translate", data=form, timeout=30).status_code == 200
+    upload = {"file": ("a.txt", b"the cat\n")}
+    fields = {"source": "en", "target": "es"}
+    r = httpx.post(guarded.url + "/translate_file", files=upload, data=fields, timeout=30)
+    check_error(r, 403, "forbidden", "api_key", "required")
+    r = httpx.post(guarded.url + "/translate_file", files=upload, data={**fields, "api_key": "key"}, timeout=30)
+    check_error(r, 403, "forbidden", "invalid")
+    r = httpx.post(guarded.url + "/translate_file", files=upload, data={**fields, "api_key": "key-one"}, timeout=30)
+    assert r.status_code == 200, r.text
 
 
 def test_models_from_env_list(guarded):

@@ -1,0 +1,66 @@
+"""HTML (text nodes, as /translate's format "html") and EPUB (the XHTML documents its OPF manifest lists)."""
+
+from __future__ import annotations
+
+import io
+import posixpath
+import zipfile
+from urllib.parse import unquote
+
+from lxml import etree
+
+from app.documents import Segment, one_run
+from app.documents.limits import open_zip, refuse_entities, xml_parser
+from app.documents.plain import decode
+from app.settings import Settings
+from app.text import html_layout
+
+CONTAINER = "{urn:oasis:names:tc:opendocument:xmlns:container}rootfile"
+OPF_ITEM = "{http://www.idpf.org/2007/opf}item"
+XHTML = "application/xhtml+xml"
+
+
+class HtmlFile:
+    """An .html (or XHTML) file: each sentence of each text node is a segment; markup, script, style, code, pre and
+    elements marked translate="no" stay byte for byte."""
+
+    def __init__(self, data: bytes, kind: str = "html"):
+        refuse_entities(data)
+        self.layout = html_layout(decode(data, kind), split=True)
+        self.translations = list(self.layout.units)
+        self.segments: list[Segment] = [one_run(u, self._writer(i)) for i, u in enumerate(self.layout.units)]
+
+    def _writer(self, i: int):
+        """Keep unit i's translation."""
+        return lambda text: self.translations.__setitem__(i, text)
+
+    def save(self) -> bytes:
+        """The markup with every unit's translation (HTML-escaped) in place."""
+        return self.layout.join(self.translations).encode("utf-8")
+
+
+class Epub:
+    """An .epub: the XHTML documents of its manifest go through the HTML path; every other entry is copied."""
+
+    def __init__(self, data: bytes, settings: Settings):
+        self.archive = open_zip(data, settings, "epub")
+        container = etree.fromstring(self.archive.read("META-INF/container.xml"), xml_parser())
+        opf_path = container.find(f".//{CONTAINER}").get("full-path")
+        opf = etree.fromstring(self.archive.read(opf_path), xml_parser())
+        base = posixpath.dirname(opf_path)
+        names = [
+            posixpath.normpath(posixpath.join(base, unquote(item.get("href", ""))))
+            for item in opf.iter(OPF_ITEM)
+            if item.get("media-type") == XHTML
+        ]
+        self.pages = {name: HtmlFile(self.archive.read(name), "xhtml") for name in names}
+        self.segments = [s for page in self.pages.values() for s in page.segments]
+
+    def save(self) -> bytes:
+        """A new archive: entries in their order (mimetype first, stored) with the translated pages."""
+        out = io.BytesIO()
+        with zipfile.ZipFile(out, "w") as target:
+            for info in self.archive.infolist():
+                page = self.pages.get(info.filename)
+                target.writestr(info, page.save() if page else self.archive.read(info))
+        return out.getvalue()

@@ -1,0 +1,99 @@
+"""A document's segments through the engine core: one job per round (duplicates once), progress counted.
+
+Round 1 sends every segment with its runs and protected spans masked as numbers; a segment whose output lost,
+repeated or unbalanced a mark goes to round 2, where the text between its marks is translated piece by piece;
+a segment that still fails is flagged and keeps its source."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+
+from app.documents import Document, Segment
+from app.errors import ApiError
+from app.job import Job
+from app.protect import Masked, find_spans
+from app.service import ModelEntry
+from app.settings import Settings
+from app.text import plain_layout
+from model.params import DecodeParams
+
+
+class Rounds:
+    """Runs lists of texts as engine jobs for one document and counts finished units for progress."""
+
+    def __init__(self, entry: ModelEntry, params: DecodeParams, prefix: list[int], settings: Settings):
+        self.entry, self.params, self.prefix, self.settings = entry, params, prefix, settings
+        self.done = self.total = 0
+        self.changed = asyncio.Event()
+
+    async def translate(self, texts: list[str]) -> dict[str, str]:
+        """Each distinct text's translation (long texts cut into sentences), from one job."""
+        unique = list(dict.fromkeys(texts))
+        if not unique:
+            return {}
+        layouts = [plain_layout(t, True) for t in unique]
+        try:
+            job = Job(self.entry, layouts, self.params, self.settings.max_input_tokens, prefix=self.prefix)
+        except ApiError as exc:
+            detail = exc.message.split(":", 1)[1].split(";")[0]  # "N tokens exceeds max_input_tokens=M"
+            raise ApiError(exc.status, exc.error_type, f"file: a sentence of{detail}") from None
+        self.total += sum(len(item.units) for item in job.items)
+        try:
+            await job.submit()
+            while not job.finished:
+                job.apply(*await job.next_event(3600.0))
+                self.done += 1
+                self.changed.set()
+        except BaseException:
+            job.abort()
+            raise
+        return {text: job.texts(item) for text, item in zip(unique, job.items, strict=True)}
+
+
+def check_limits(doc: Document, settings: Settings) -> None:
+    """413 when the file has more segments or characters to translate than the settings allow."""
+    count, chars = len(doc.segments), sum(len(s.text) for s in doc.segments)
+    if count > settings.max_segments:
+        raise ApiError(413, "payload_too_large", f"file: {count} segments exceeds max_segments={settings.max_segments}")
+    if chars > settings.max_file_chars:
+        msg = f"file: {chars} characters exceeds max_file_chars={settings.max_file_chars}"
+        raise ApiError(413, "payload_too_large", msg)
+
+
+async def translate_document(doc: Document, rounds: Rounds) -> int:
+    """Translate and write every segment; the number of flagged segments."""
+    spells = rounds.entry.checkpoint.tokenizer.spells
+    masked = {}
+    for seg in doc.segments:
+        m = Masked(seg.runs, lambda t, s=seg: find_spans(t, spells, placeholders=True, markup=s.markup))
+        if m.translatable:
+            masked[id(seg)] = (seg, m)
+    first = await rounds.translate([m.text for _, m in masked.values()])
+    retry = []
+    for seg, m in masked.values():
+        if not _write(seg, m, first[m.text]):
+            retry.append((seg, m))
+    pieces = await rounds.translate([p for _, m in retry for p in m.pieces])
+    flagged = 0
+    for seg, m in retry:
+        if not _write(seg, m, m.piecewise(pieces)):
+            seg.flag("placeholders or formatting marks were lost in translation")
+            flagged += 1
+    return flagged
+
+
+def _write(seg: Segment, masked: Masked, output: str) -> bool:
+    """Write a segment's translation if every mark came back once and no placeholder was added by the model."""
+    chunks = masked.restore(output, seg.escape)
+    if chunks is None:
+        return False
+    if _placeholders("".join(c.text for c in chunks), seg.markup) != _placeholders(seg.text, seg.markup):
+        return False
+    seg.write(chunks)
+    return True
+
+
+def _placeholders(text: str, markup: bool) -> Counter:
+    """The placeholders (and markup) of a text, counted."""
+    return Counter(text[a:b] for a, b in find_spans(text, lambda c: True, placeholders=True, markup=markup))
