@@ -47,7 +47,7 @@ SWITCHES = {
     "cuda_graphs": "on CUDA, capture the static-shape decode step as CUDA graphs at start-up and replay them "
     "(default on)",
     "overlap": "launch each decode step before reading the previous one back (default on on CUDA, off on CPU)",
-    "api_keys": "require an API key on /translate and /detect (keys: python -m app keys add)",
+    "api_keys": "require an API key on /translate, /detect and /translate_file (keys: python -m app keys add)",
     "cache": "serve repeated translations from the translation cache (default on)",
 }
 

@@ -50,7 +50,7 @@ class Settings(BaseSettings):
         None, description="launch each decode step before reading the previous one back, so that the host's work "
         "hides behind the device's (one-row requests; beam search runs step by step); default on on CUDA, off on CPU"
     )  # fmt: skip
-    api_keys: bool = Field(False, description="require an API key (python -m app keys add) on /translate, /detect")
+    api_keys: bool = Field(False, description="require an API key (python -m app keys add) to translate or detect")
     keys_db: str = Field("mt-data/keys.sqlite", description="SQLite file of keys and limit counters (no redis_url)")
     redis_url: str | None = Field(None, description="redis://host:port/db: keys, limit counters and the cache")
     req_limit: int = Field(-1, ge=-1, description="requests per minute per key (per client address without keys)")
