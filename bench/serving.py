@@ -28,12 +28,13 @@ from pathlib import Path
 import httpx
 import torch
 
-from app.engine.proc import decoder, pick_dtype
+from app.engine.proc import decoder
 from app.settings import Settings
 from bench.load import decode_fields, machine_info, model_dir, pick_sentences, write_section
 from bench.loadgen import Stats, closed_loop
 from bench.procs import cpu_account, cpu_lines
 from model.checkpoint import load
+from model.precision import choose
 
 ROOT = Path(__file__).resolve().parents[1]
 SECTION = "## Serving through the engine core (bench/serving.py)"
@@ -46,7 +47,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--model", type=Path, help="native or Marian model dir (default: the built-in en-es)")
     p.add_argument("--tiny", action="store_true", help="a random tiny model, for smoke runs")
     p.add_argument("--device", default="cpu", help="cpu or cuda: the server's and the offline engine's (cpu)")
-    p.add_argument("--dtype", default="auto", help="auto, float32, float16, bfloat16: both sides (auto)")
+    p.add_argument("--dtype", default="auto", help="auto, float32, float16, bfloat16, int8: both sides (auto)")
     p.add_argument("--threads", type=int, default=2, help="torch threads of the core and the offline engine (2)")
     p.add_argument("--texts", type=int, default=64, help="texts in the one-POST run (64)")
     p.add_argument("--repeats", type=int, default=5, help="one-POST runs, alternating with offline (5)")
@@ -324,7 +325,7 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(args.threads)
     with tempfile.TemporaryDirectory(prefix="bench_serving_") as tmp:
         path = model_dir(args, Path(tmp))
-        ck = load(path, device=args.device, dtype=pick_dtype(args.dtype, args.device))
+        ck = load(path, device=args.device, dtype=choose(args.dtype, args.device)[0])
         n = max(args.texts, 4 * max(int(c) for c in args.clients.split(",")))
         texts, sources, _ = pick_sentences(ck.tokenizer, n, 128, args.seed)
         runner = decoder(ck.model, Settings(max_batch_size=max_batch(args)))  # on CUDA: static shapes, CUDA graphs
@@ -334,7 +335,7 @@ def main(argv: list[str] | None = None) -> int:
             before = args.before.resolve()
             runs.append(measure(args, f"before ({args.before.name})", before, path, ck, runner, texts, sources))
     model = (
-        f"{ck.name} ({sum(p.numel() for p in ck.model.parameters()) / 1e6:.1f} M parameters, d_model "
+        f"{ck.name} ({ck.parameters / 1e6:.1f} M parameters, {ck.precision}, d_model "
         f"{ck.model.cfg.d_model}, {ck.model.cfg.encoder_layers}+{ck.model.cfg.decoder_layers} layers)"
     )
     section = render(args, runs, model)

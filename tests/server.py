@@ -31,7 +31,8 @@ class ServerProcess:
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = log or Path(f"/tmp/mt-server-{self.port}.log")
         device = () if "--device" in args else ("--device", "cpu")  # tests compare with offline CPU float32
-        cmd = [sys.executable, "-m", "app", "--host", "127.0.0.1", "--port", str(self.port), *device, *args]
+        dtype = () if "--dtype" in args else ("--dtype", "float32")  # (auto would pick int8 on a CPU with VNNI)
+        cmd = [sys.executable, "-m", "app", "--host", "127.0.0.1", "--port", str(self.port), *device, *dtype, *args]
         full_env = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1", **(env or {})}
         self.log_file = self.log_path.open("w")
         self.proc = subprocess.Popen(cmd, cwd=cwd, env=full_env, stdout=self.log_file, stderr=subprocess.STDOUT)

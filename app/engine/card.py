@@ -17,6 +17,7 @@ class ModelCard:
     parameters: int
     dtype: str
     device: str
+    dtype_reason: str = "as set"
 
     @property
     def name(self) -> str:
@@ -24,9 +25,8 @@ class ModelCard:
         return self.description.name
 
     @classmethod
-    def of(cls, checkpoint) -> ModelCard:
-        """The card of a loaded model.checkpoint.Checkpoint."""
+    def of(cls, checkpoint, dtype_reason: str = "as set") -> ModelCard:
+        """The card of a loaded model.checkpoint.Checkpoint; `dtype_reason` says why its precision was chosen."""
         desc = Description(**{f.name: getattr(checkpoint, f.name) for f in dataclasses.fields(Description)})
-        p = next(checkpoint.model.parameters())
-        size = sum(t.numel() for t in checkpoint.model.parameters())
-        return cls(desc, size, str(p.dtype).removeprefix("torch."), str(p.device))
+        device = str(checkpoint.model.device)
+        return cls(desc, checkpoint.parameters, checkpoint.precision, device, dtype_reason)
