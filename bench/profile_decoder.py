@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.dtype == "bf16":
         model = model.to(torch.bfloat16)
     elif args.dtype == "int8":
-        from bench.model_speed import quantize_int8
+        from model.precision import quantize_int8
 
         model = quantize_int8(model)
     sources = make_sources(args.batch)
