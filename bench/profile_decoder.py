@@ -96,13 +96,7 @@ def main(argv: list[str] | None = None) -> int:
         hf_dir = (args.workdir or Path(tmp)) / "marian"
         if not (hf_dir / "model.safetensors").exists():
             write(hf_dir, CPU)
-        model = load(hf_dir).model
-    if args.dtype == "bf16":
-        model = model.to(torch.bfloat16)
-    elif args.dtype == "int8":
-        from model.precision import quantize_int8
-
-        model = quantize_int8(model)
+        model = load(hf_dir, dtype={"fp32": "float32", "bf16": "bfloat16", "int8": "int8"}[args.dtype]).model
     src = sources(args.batch, CPU["vocab"])
     for beam in args.beams:
         new = args.new_tokens  # no greedy scores, as in bench.model_speed
