@@ -18,9 +18,8 @@ from model.hf import KINDS, hf_config, hf_state, read_json, read_state
 from model.hf import generation_defaults as hf_defaults
 from model.hf_tokenizer import hf_tokenizer
 from model.languages import Languages, api_codes
-from model.packed import pack_linears
 from model.params import GenerationDefaults
-from model.precision import FLOATS, quantize_int8
+from model.precision import prepare
 from model.tokenizer import Tokenizer
 from model.transformer import Seq2SeqTransformer
 
@@ -189,16 +188,10 @@ def load(
     precision name of model.precision ("int8": float32 weights, then dynamic int8 quantization, CPU only). float32 on
     CPU also holds each linear weight prepacked for oneDNN (model.packed: twice the memory of those weights)."""
     precision = dtype if isinstance(dtype, str) else str(dtype).removeprefix("torch.")
-    if precision == "int8" and torch.device(device).type != "cpu":
-        raise ValueError(f"dtype int8 is served on CPU only, not on {device}")
     desc = describe(spec, pair)
     model = _network(desc)
     size = sum(t.numel() for t in model.parameters())
-    model = model.to(device=device, dtype=FLOATS.get(precision, torch.float32)).eval()
-    if precision == "int8":
-        model = quantize_int8(model)
-    elif precision == "float32" and torch.device(device).type == "cpu":
-        model = pack_linears(model)  # oneDNN's prepacked GEMM: same parameters, 1.4-2.7x faster linears
+    model = prepare(model, precision, device)
     parts = {f.name: getattr(desc, f.name) for f in fields(Description)}
     return Checkpoint(**{**parts, "config": model.cfg}, model=model, precision=precision, parameters=size)
 

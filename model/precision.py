@@ -10,6 +10,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from model.packed import pack_linears
+
 FLOATS = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 PRECISIONS = ("auto", *FLOATS, "int8")
 INT8_FLAGS = ("amx_int8", "avx512_vnni", "avx_vnni")  # int8 dot products in hardware: dynamic int8 pays
@@ -38,6 +40,19 @@ def choose(setting: str, device: str, flags: set[str] | None = None) -> tuple[st
     if found:
         return "int8", f"CPU with {found[0]}: dynamic int8 matmuls"
     return "float32", "CPU without VNNI/AMX int8 instructions"
+
+
+def prepare(model: nn.Module, precision: str, device: str = "cpu") -> nn.Module:
+    """A float32 network on `device` in `precision`, in eval mode: int8 = dynamic quantization (CPU only); float32 on
+    CPU with its linear weights also prepacked for oneDNN (model.packed)."""
+    if precision == "int8" and torch.device(device).type != "cpu":
+        raise ValueError(f"dtype int8 is served on CPU only, not on {device}")
+    model = model.to(device=device, dtype=FLOATS.get(precision, torch.float32)).eval()
+    if precision == "int8":
+        return quantize_int8(model)
+    if precision == "float32" and torch.device(device).type == "cpu":
+        return pack_linears(model)  # oneDNN's prepacked GEMM: same parameters, 1.4-2.7x faster linears
+    return model
 
 
 def quantize_int8(model: nn.Module) -> nn.Module:
