@@ -16,6 +16,7 @@ from app.engine.card import ModelCard
 from app.engine.core import EngineCore
 from app.engine.messages import Abort, Hello, Ready, Submit, Update, encode, to_core
 from app.engine.scheduler import Limits
+from app.engine.threads import core_threads
 from app.metrics import Metrics
 from app.settings import Settings
 from model.checkpoint import Checkpoint, load
@@ -84,6 +85,9 @@ def core_main(spec: str, settings: dict, address: str, stop: Connection) -> None
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the launcher drains the HTTP workers first, then stops the core
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     device = pick_device(s.device)
+    threads, why_threads = core_threads()
+    torch.set_num_threads(threads)
+    log.info("torch threads: %d (%s)", threads, why_threads)
     try:
         pair, path = parse_spec(spec)
         precision, why = choose(s.dtype, device)
