@@ -59,7 +59,12 @@ def parse_args(argv: list[str] | None = None) -> dict:
     p.add_argument("--port", type=int)
     p.add_argument("--model", dest="models", action="append", help="SRC-TGT=DIR, DIR or hub id (repeatable)")
     p.add_argument("--device", help="auto, cpu, cuda, cuda:1 ...")
-    p.add_argument("--dtype", choices=["auto", "float32", "float16", "bfloat16"])
+    p.add_argument(
+        "--dtype",
+        choices=["auto", "float32", "float16", "bfloat16", "int8"],
+        help="auto: bfloat16 (else float16) on CUDA, float32 on CPU; int8 = dynamic quantization of the linear layers "
+        "(CPU only, faster where the CPU has VNNI/AMX int8 instructions; changes some greedy outputs)",
+    )
     p.add_argument("--log-level")
     for name, doc in SWITCHES.items():
         p.add_argument("--" + name.replace("_", "-"), action=argparse.BooleanOptionalAction, help=doc)

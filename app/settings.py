@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -24,7 +24,10 @@ class Settings(BaseSettings):
     models: Annotated[list[str], NoDecode] = Field(default_factory=list, description="pair=DIR, DIR or a hub model id")
     workers: int = Field(1, ge=1, description="HTTP worker processes, all served by one engine core per model")
     device: str = "auto"
-    dtype: str = "auto"
+    dtype: Literal["auto", "float32", "float16", "bfloat16", "int8"] = Field(
+        "auto", description="auto: bf16 (else fp16) on CUDA, float32 on CPU; int8 (dynamic quantization of the linear "
+        "layers) is CPU only and opt-in: faster with VNNI/AMX, but it changes some greedy outputs"
+    )  # fmt: skip
     max_batch_size: int = Field(64, ge=1, description="rows decoded together (a beam counts once per beam)")
     max_batch_tokens: int = Field(65536, ge=1, description="cache budget: reserved source+target tokens")
     max_prefill_tokens: int = Field(4096, ge=1, description="source tokens encoded per step (protects running rows)")

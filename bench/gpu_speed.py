@@ -18,22 +18,21 @@ turns batch by batch; tokens/s = tokens of the best hypothesis / wall time (sync
 from __future__ import annotations
 
 import argparse
-import datetime as dt
-import random
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import torch
 
-from bench.model_speed import DOC, write_section
+from bench import engines as eng
+from bench.engines import Engine
+from bench.machine import machine_info
+from bench.marian import OPUS, TINY, hf_model, ours_of, sources
+from bench.report import DOC, command, write_section
+from bench.timing import Local, sync, time_cell
 
 SECTION = "## GPU decoding (bench/gpu_speed.py)"
-FULL = {"d_model": 512, "layers": 6, "heads": 8, "ffn": 2048, "vocab": 58101}
-TINY = {"d_model": 64, "layers": 2, "heads": 4, "ffn": 128, "vocab": 1000}
 DTYPES = {"fp16": torch.float16, "fp32": torch.float32}
-EOS = 0
 METHOD = (
     "Model: random `MarianMTModel` (d_model 512, 6+6 layers, 8 heads, ffn 2048, vocab 58101, swish; `--tiny`: d_model "
     "64, 2+2 layers, vocab 1000), ours with the same weights. `ours`: `StaticDecoder` with its CUDA graphs and the "
@@ -44,71 +43,11 @@ METHOD = (
     "wall time of one greedy run at batch 64."
 )
 
-Engine = Callable[[list[list[int]], int, int], list[list[int]]]  # (sources, beam, new tokens) -> best token ids
-
 
 def build(shape: dict, device: str) -> tuple[torch.nn.Module, torch.nn.Module]:
-    """A random Marian model (pad = vocab - 1 = decoder start, EOS 0) and ours with its weights, both float32."""
-    from transformers import MarianConfig, MarianMTModel
-
-    from model.checkpoint import hf_network
-    from model.hf import hf_config
-
-    pad = shape["vocab"] - 1
-    cfg = MarianConfig(
-        vocab_size=shape["vocab"], decoder_vocab_size=shape["vocab"], d_model=shape["d_model"],
-        encoder_layers=shape["layers"], decoder_layers=shape["layers"], encoder_attention_heads=shape["heads"],
-        decoder_attention_heads=shape["heads"], encoder_ffn_dim=shape["ffn"], decoder_ffn_dim=shape["ffn"],
-        activation_function="swish", max_position_embeddings=512, scale_embedding=True, pad_token_id=pad,
-        eos_token_id=EOS, decoder_start_token_id=pad, forced_eos_token_id=None,
-    )  # fmt: skip
-    torch.manual_seed(0)
-    hf = MarianMTModel(cfg).eval()
-    with torch.no_grad():  # the decoder starts from the pad row: zero, as in real OPUS-MT
-        hf.model.shared.weight[pad].zero_()
-    ours = hf_network(hf_config(cfg.to_dict()), hf.state_dict()).eval()
-    return hf.to(device), ours.to(device)
-
-
-def sources(n: int, vocab: int, seed: int = 1) -> list[list[int]]:
-    """Random source ids, 10-40 tokens each with EOS last; never pad or EOS inside."""
-    rng = random.Random(seed)
-    return [[rng.randrange(2, vocab - 1) for _ in range(rng.randint(9, 39))] + [EOS] for _ in range(n)]
-
-
-def ours_engine(model: torch.nn.Module, overlap: bool = True) -> Engine:
-    """Our offline generation (the server's batch step) over `model` (a model or a StaticDecoder), with the overlap
-    scheduler (one step kept in flight) unless `overlap` is off."""
-    from model.generate import generate
-    from model.params import DecodeParams
-    from model.search import Request
-
-    def run(batch: list[list[int]], beam: int, new: int) -> list[list[int]]:
-        params = DecodeParams(beam_size=beam, max_new_tokens=new, min_new_tokens=new, return_scores=False)
-        requests = [Request(i, s, params) for i, s in enumerate(batch)]
-        return [h[0].tokens for h in generate(model, requests, overlap=overlap)]
-
-    return run
-
-
-def hf_engine(model: torch.nn.Module) -> Engine:
-    """`generate` with OPUS-MT's settings (pad never generated), forced to `new` tokens."""
-    from transformers import GenerationConfig
-
-    pad = model.config.pad_token_id
-
-    def run(batch: list[list[int]], beam: int, new: int) -> list[list[int]]:
-        width = max(map(len, batch))
-        ids = torch.tensor([s + [pad] * (width - len(s)) for s in batch], device=model.device)
-        gen = GenerationConfig(
-            decoder_start_token_id=pad, eos_token_id=EOS, pad_token_id=pad, bad_words_ids=[[pad]], num_beams=beam,
-            do_sample=False, max_new_tokens=new, min_new_tokens=new, length_penalty=1.0, early_stopping=False,
-        )  # fmt: skip
-        with torch.inference_mode():
-            out = model.generate(input_ids=ids, attention_mask=(ids != pad).long(), generation_config=gen)
-        return [[t for t in row if t not in (EOS, pad)] for row in out[:, 1:].tolist()]
-
-    return run
+    """A random Marian model and ours with its weights, both float32 on `device`."""
+    hf = hf_model(shape)
+    return hf.to(device), ours_of(hf).to(device)
 
 
 def engines(hf: torch.nn.Module, ours: torch.nn.Module, args: argparse.Namespace) -> dict[str, Engine]:
@@ -124,15 +63,15 @@ def engines(hf: torch.nn.Module, ours: torch.nn.Module, args: argparse.Namespace
             start = time.perf_counter()
             count = static.capture()
             print(f"ours {name}: captured {count} graphs in {time.perf_counter() - start:.1f}s", file=sys.stderr)
-            out[f"ours {name}"] = ours_engine(static)
+            out[f"ours {name}"] = eng.ours(static, overlap=True)
             if args.compare_overlap:
-                out[f"ours seq {name}"] = ours_engine(static, overlap=False)
-            out[f"ours eager {name}"] = ours_engine(model, overlap=False)
+                out[f"ours seq {name}"] = eng.ours(static)
+            out[f"ours eager {name}"] = eng.ours(model)
         else:
-            out[f"ours {name}"] = ours_engine(model)
+            out[f"ours {name}"] = eng.ours(model, overlap=True)
             if args.compare_overlap:
-                out[f"ours seq {name}"] = ours_engine(model, overlap=False)
-        out[f"HF {name}"] = hf_engine(hf.to(dtype) if dtype == torch.float32 else _copy(hf, dtype))
+                out[f"ours seq {name}"] = eng.ours(model)
+        out[f"HF {name}"] = eng.hf(hf.to(dtype) if dtype == torch.float32 else _copy(hf, dtype))
     return out
 
 
@@ -143,30 +82,12 @@ def _copy(module: torch.nn.Module, dtype: torch.dtype) -> torch.nn.Module:
     return copy.deepcopy(module).to(dtype)
 
 
-def sync() -> None:
-    """Wait for the GPU (when there is one)."""
-    if torch.cuda.is_available():
-        torch.cuda.synchronize()
-
-
-def time_cell(runs: dict[str, Engine], src: list[list[int]], batch: int, beam: int, new: int) -> dict[str, float]:
+def timed(runs: dict[str, Engine], src: list[list[int]], batch: int, beam: int, new: int) -> dict[str, float]:
     """Tokens/s of each engine on `src` in batches of `batch`, engines taking turns batch by batch (rotating)."""
-    parts = [src[i : i + batch] for i in range(0, len(src), batch)]
-    for run in runs.values():  # warm-up on this shape
-        run(parts[0], beam, min(new, 4))
-    tokens, seconds = dict.fromkeys(runs, 0), dict.fromkeys(runs, 0.0)
-    names = list(runs)
-    for k, part in enumerate(parts):
-        for j in range(len(names)):
-            name = names[(k + j) % len(names)]
-            sync()
-            start = time.perf_counter()
-            out = runs[name](part, beam, new)
-            sync()
-            seconds[name] += time.perf_counter() - start
-            assert all(len(o) == new for o in out), f"{name} did not generate {new} tokens per sentence"
-            tokens[name] += sum(map(len, out))
-    return {name: tokens[name] / seconds[name] for name in names}
+    cells = time_cell([Local(name, run) for name, run in runs.items()], src, batch, beam, new)
+    wrong = [name for name, c in cells.items() if c.wrong_length]
+    assert not wrong, f"{wrong} did not generate {new} tokens per sentence"
+    return {name: c.tps for name, c in cells.items()}
 
 
 def busy(run: Engine, src: list[list[int]], new: int) -> tuple[float, float, float]:
@@ -216,10 +137,10 @@ def render(args, info: str, cells, busy_rows, goals) -> str:
     busy_table += [f"| {n} | {b:.0%} | {ms:.2f} | {k:.1f} |" for n, (b, ms, k) in busy_rows.items()] + [""]
     goal_table = ["| target | measured | met |", "|---|---|---|"]
     goal_table += [f"| {t} | {m} | {'yes' if ok else '**no**'} |" for t, m, ok in goals]
-    cmd = "python -m bench.gpu_speed" + (" " + " ".join(sys.argv[1:]) if sys.argv[1:] else "")
+    cmd = command("bench.gpu_speed")
     return "\n".join([
-        SECTION, "", f"Generated by `{cmd}` on {dt.datetime.now().astimezone():%Y-%m-%d %H:%M %Z}.", "",
-        f"- Machine: {info}.", f"- {METHOD}",
+        SECTION, "", f"Generated by `{cmd}` on {info['date']}.", "",
+        f"- Machine: {info['gpu']} ({info['cpu']}), torch {info['torch']}.", f"- {METHOD}",
         f"- Work: {args.sentences} random sources of 10-40 tokens per cell ({args.batch1_sentences} at batch 1), "
         f"{args.new_tokens} new tokens forced per sentence.", "", "Tokens/s (higher is better):", "",
         *lines, "", *(busy_table if busy_rows else []), *goal_table, "",
@@ -249,21 +170,21 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    hf, ours = build(TINY if args.tiny else FULL, device)
+    hf, ours = build(TINY if args.tiny else OPUS, device)
     runs = engines(hf, ours, args)
-    src = sources(args.sentences, (TINY if args.tiny else FULL)["vocab"])
+    src = sources(args.sentences, (TINY if args.tiny else OPUS)["vocab"])
     cells = {}
     for beam in args.beams:
         for batch in args.batch_sizes:
             mode, n = ("greedy" if beam == 1 else f"beam {beam}"), (args.batch1_sentences if batch == 1 else None)
-            cells[(mode, batch)] = time_cell(runs, src[: n or args.sentences], batch, beam, args.new_tokens)
+            cells[(mode, batch)] = timed(runs, src[: n or args.sentences], batch, beam, args.new_tokens)
             print(f"{mode} batch {batch}: " + ", ".join(f"{k} {v:.0f}" for k, v in cells[(mode, batch)].items()))
     busy_rows = {}
     if device == "cuda":
         for name in [n for n in runs if n.endswith("fp16")]:
             busy_rows[name] = busy(runs[name], src[:64], args.new_tokens)
     goals = targets(cells, busy_rows.get("ours fp16", (None,))[0])
-    info = f"{torch.cuda.get_device_name(0) if device == 'cuda' else 'CPU'}, torch {torch.__version__}"
+    info = machine_info()
     section = render(args, info, cells, busy_rows, goals)
     print(section)
     if not (args.no_write or args.tiny):

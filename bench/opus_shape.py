@@ -1,7 +1,7 @@
 """A random OPUS-MT-shaped Marian checkpoint on disk (tokenizer files included), for serving benchmarks on a GPU.
 
-    python -m bench.opus_shape /tmp/opus-mt-en-de   # d_model 512, 6+6, vocab 58101; the pair comes from the name
-    python -m bench.serving --device cuda --model /tmp/opus-mt-en-de --clients 64,256 --client-procs 8
+python -m bench.opus_shape /tmp/opus-mt-en-de   # d_model 512, 6+6, vocab 58101; the pair comes from the name
+python -m bench.serving --device cuda --model /tmp/opus-mt-en-de --clients 64,256 --client-procs 8
 """
 
 from __future__ import annotations
@@ -9,20 +9,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-import bench.model_speed as ms
-from bench.gpu_speed import FULL, TINY, build
-
-
-def write(out: Path, shape: dict) -> Path:
-    """Tokenizer files from `bench.model_speed.build_marian` (vocab.json padded to the shape), then the random
-    weights of `bench.gpu_speed.build` in their place."""
-    ms.VOCAB, ms.PAD = shape["vocab"], shape["vocab"] - 1
-    ms.build_marian(out)
-    for name in ("model.safetensors", "pytorch_model.bin"):
-        (out / name).unlink(missing_ok=True)
-    hf, _ = build(shape, "cpu")
-    hf.save_pretrained(out)
-    return out
+from bench.marian import OPUS, TINY, write
 
 
 def main() -> None:
@@ -31,7 +18,7 @@ def main() -> None:
     p.add_argument("out", type=Path)
     p.add_argument("--tiny", action="store_true", help="d_model 64, 2+2 layers, vocab 1000 (checks the script)")
     args = p.parse_args()
-    print(write(args.out, TINY if args.tiny else FULL))
+    print(write(args.out, TINY if args.tiny else OPUS))
 
 
 if __name__ == "__main__":

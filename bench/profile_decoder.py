@@ -21,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-from bench.model_speed import build_marian, make_sources
+from bench.marian import CPU, sources, write
 
 STAGES = [  # (label, module, owner attribute path, function name)
     ("decode_step (model forward)", "model.transformer", "Seq2SeqTransformer", "decode_step"),
@@ -95,19 +95,13 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="profile_decoder_") as tmp:
         hf_dir = (args.workdir or Path(tmp)) / "marian"
         if not (hf_dir / "model.safetensors").exists():
-            build_marian(hf_dir)
-        model = load(hf_dir).model
-    if args.dtype == "bf16":
-        model = model.to(torch.bfloat16)
-    elif args.dtype == "int8":
-        from bench.model_speed import quantize_int8
-
-        model = quantize_int8(model)
-    sources = make_sources(args.batch)
+            write(hf_dir, CPU)
+        model = load(hf_dir, dtype={"fp32": "float32", "bf16": "bfloat16", "int8": "int8"}[args.dtype]).model
+    src = sources(args.batch, CPU["vocab"])
     for beam in args.beams:
         new = args.new_tokens  # no greedy scores, as in bench.model_speed
         params = DecodeParams(beam_size=beam, max_new_tokens=new, min_new_tokens=new, return_scores=False)
-        requests = [Request(i, s, params) for i, s in enumerate(sources)]
+        requests = [Request(i, s, params) for i, s in enumerate(src)]
         generate(model, requests)  # warm-up
         totals, cpu, counts, restore = instrument()
         start, start_cpu = time.perf_counter(), time.thread_time()

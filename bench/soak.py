@@ -26,9 +26,10 @@ from pathlib import Path
 
 import aiohttp
 
-from bench.load import model_dir, write_section
+from bench.load import model_dir
 from bench.loadgen import session, split, spread
 from bench.procs import rss_mb
+from bench.report import write_section
 
 ROOT = Path(__file__).resolve().parents[1]
 SECTION = "## Soak (bench/soak.py)"
@@ -145,7 +146,7 @@ class Sampler(threading.Thread):
 
 
 def role_of(pid: int, launcher: int) -> str:
-    """"launcher", "engine core" (the processes that mapped torch) or "http workers"."""
+    """ "launcher", "engine core" (the processes that mapped torch) or "http workers"."""
     if pid == launcher:
         return "launcher"
     with contextlib.suppress(OSError):

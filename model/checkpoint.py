@@ -19,6 +19,7 @@ from model.hf import generation_defaults as hf_defaults
 from model.hf_tokenizer import hf_tokenizer
 from model.languages import Languages, api_codes
 from model.params import GenerationDefaults
+from model.precision import prepare
 from model.tokenizer import Tokenizer
 from model.transformer import Seq2SeqTransformer
 
@@ -31,6 +32,8 @@ class Checkpoint(Description):
     """A loaded model with its description."""
 
     model: Seq2SeqTransformer
+    precision: str = "float32"  # float32, float16, bfloat16 or int8 (model.precision)
+    parameters: int = 0  # weights of the network as stored (int8 keeps the count of the float network)
 
 
 def _load_strict(model: Seq2SeqTransformer, state: dict[str, torch.Tensor]) -> None:
@@ -176,13 +179,21 @@ def hf_network(cfg: ModelConfig, state: dict[str, torch.Tensor]) -> Seq2SeqTrans
 
 
 def load(
-    spec: str | Path, device: str = "cpu", dtype: torch.dtype = torch.float32, pair: tuple[str, str] | None = None
+    spec: str | Path,
+    device: str = "cpu",
+    dtype: torch.dtype | str = torch.float32,
+    pair: tuple[str, str] | None = None,
 ) -> Checkpoint:
-    """Load a native or Hugging Face checkpoint onto `device` in eval mode."""
+    """Load a native or Hugging Face checkpoint onto `device` in eval mode; `dtype` is a torch float dtype or a
+    precision name of model.precision ("int8": float32 weights, then dynamic int8 quantization, CPU only). float32 on
+    CPU also holds each linear weight prepacked for oneDNN (model.packed: twice the memory of those weights)."""
+    precision = dtype if isinstance(dtype, str) else str(dtype).removeprefix("torch.")
     desc = describe(spec, pair)
-    model = _network(desc).to(device=device, dtype=dtype).eval()
+    model = _network(desc)
+    size = sum(t.numel() for t in model.parameters())
+    model = prepare(model, precision, device)
     parts = {f.name: getattr(desc, f.name) for f in fields(Description)}
-    return Checkpoint(**{**parts, "config": model.cfg}, model=model)
+    return Checkpoint(**{**parts, "config": model.cfg}, model=model, precision=precision, parameters=size)
 
 
 def resolve(spec: str | Path) -> Path:

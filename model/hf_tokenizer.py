@@ -74,4 +74,3 @@ def hf_tokenizer(path: Path, kind: str) -> tuple[Tokenizer, dict[str, int]]:
     specials = frozenset(added.values()) | frozenset(vocab[t] for t in ("<s>", "<mask>") if t in vocab)
     tokenizer = Tokenizer.from_files(source, target if target != source else None, vocab, specials=specials)
     return tokenizer, languages
-

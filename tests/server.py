@@ -33,7 +33,9 @@ class ServerProcess:
         self.log_path = log or Path(f"/tmp/mt-server-{self.port}.log")
         device = () if "--device" in args else ("--device", "cpu")  # tests compare with offline CPU float32
         cache = () if "--cache" in args else ("--no-cache",)
-        cmd = [sys.executable, "-m", "app", "--host", "127.0.0.1", "--port", str(self.port), *device, *cache, *args]
+        dtype = () if "--dtype" in args else ("--dtype", "float32")  # (auto would pick int8 on a CPU with VNNI)
+        cmd = [sys.executable, "-m", "app", "--host", "127.0.0.1", "--port", str(self.port), *device, *dtype, *cache]
+        cmd += args
         full_env = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1", **(env or {})}
         self.log_file = self.log_path.open("w")
         self.proc = subprocess.Popen(cmd, cwd=cwd, env=full_env, stdout=self.log_file, stderr=subprocess.STDOUT)

@@ -41,15 +41,23 @@ def scores(hyps: list[str], refs: list[str]) -> dict[str, float]:
     }
 
 
+def human_sets(limit: int = 0) -> dict[str, tuple[list[str], list[str]]]:
+    """(English, human Spanish) of the Handbook test pairs (built by training.handbook) and of the everyday phrases."""
+    everyday = read_tsv(EVERYDAY)
+    return {
+        "handbook": tuple(read_lines(WORK / f"test.{ext}")[: limit or None] for ext in ("en", "es")),
+        "everyday": ([en for en, _ in everyday], [es for _, es in everyday]),
+    }
+
+
 def eval_sets(limit: int) -> dict[str, tuple[list[str], list[str], list[str]]]:
     """(English, human Spanish, teacher Spanish) of the Handbook test pairs and of the everyday phrases."""
-    handbook = [read_lines(WORK / f"test.{ext}")[: limit or None] for ext in ("en", "es", "apertium.es")]
-    everyday = read_tsv(EVERYDAY)
-    english = [en for en, _ in everyday]
-    return {
-        "handbook": tuple(handbook),
-        "everyday": (english, [es for _, es in everyday], [MARK.sub("", h) for h in apertium(english)]),
+    sets = human_sets(limit)
+    teacher = {
+        "handbook": read_lines(WORK / "test.apertium.es")[: limit or None],
+        "everyday": [MARK.sub("", h) for h in apertium(sets["everyday"][0])],
     }
+    return {name: (src, ref, teacher[name]) for name, (src, ref) in sets.items()}
 
 
 def main() -> None:

@@ -48,6 +48,7 @@ async def info(service: ServiceDep) -> dict:
                 "path": str(ck.path),
                 "parameters": entry.card.parameters,
                 "dtype": entry.card.dtype,
+                "dtype_reason": entry.card.dtype_reason,
                 "device": entry.card.device,
                 "architecture": ck.config.to_dict(),
                 "waiting": waiting,

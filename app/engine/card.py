@@ -19,6 +19,7 @@ class ModelCard:
     parameters: int
     dtype: str
     device: str
+    dtype_reason: str = "as set"
     version: str = ""  # fingerprint of the checkpoint's files: the translation cache's entries belong to it
 
     @property
@@ -27,12 +28,12 @@ class ModelCard:
         return self.description.name
 
     @classmethod
-    def of(cls, checkpoint) -> ModelCard:
-        """The card of a loaded model.checkpoint.Checkpoint."""
+    def of(cls, checkpoint, dtype_reason: str = "as set") -> ModelCard:
+        """The card of a loaded model.checkpoint.Checkpoint; `dtype_reason` says why its precision was chosen."""
         desc = Description(**{f.name: getattr(checkpoint, f.name) for f in dataclasses.fields(Description)})
-        p = next(checkpoint.model.parameters())
-        size = sum(t.numel() for t in checkpoint.model.parameters())
-        return cls(desc, size, str(p.dtype).removeprefix("torch."), str(p.device), fingerprint(Path(desc.path)))
+        device = str(checkpoint.model.device)
+        version = fingerprint(Path(desc.path))
+        return cls(desc, checkpoint.parameters, checkpoint.precision, device, dtype_reason, version)
 
 
 def fingerprint(path: Path) -> str:

@@ -16,17 +16,18 @@ from app.engine.card import ModelCard
 from app.engine.core import EngineCore
 from app.engine.messages import Abort, Hello, Ready, Submit, Update, encode, to_core
 from app.engine.scheduler import Limits
+from app.engine.threads import core_threads
 from app.metrics import Metrics
 from app.settings import Settings
 from model.checkpoint import Checkpoint, load
 from model.generate import generate
 from model.params import DecodeParams
+from model.precision import choose
 from model.search import Request
 from model.static import StaticDecoder
 from model.transformer import Seq2SeqTransformer
 
 log = logging.getLogger("mt.core")
-DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
 
 def parse_spec(spec: str) -> tuple[tuple[str, str] | None, str]:
@@ -45,15 +46,6 @@ def pick_device(setting: str) -> str:
     if setting == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     return setting
-
-
-def pick_dtype(setting: str, device: str) -> torch.dtype:
-    """ "auto" -> bfloat16/float16 on GPU, float32 on CPU."""
-    if setting != "auto":
-        return DTYPES[setting]
-    if device.startswith("cuda"):
-        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
-    return torch.float32
 
 
 def decoder(model: Seq2SeqTransformer, s: Settings) -> Seq2SeqTransformer | StaticDecoder:
@@ -93,17 +85,22 @@ def core_main(spec: str, settings: dict, address: str, stop: Connection) -> None
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the launcher drains the HTTP workers first, then stops the core
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     device = pick_device(s.device)
+    threads, why_threads = core_threads()
+    torch.set_num_threads(threads)
+    log.info("torch threads: %d (%s)", threads, why_threads)
     try:
         pair, path = parse_spec(spec)
-        ck = load(path, device=device, dtype=pick_dtype(s.dtype, device), pair=pair)
+        precision, why = choose(s.dtype, device)
+        log.info("dtype %s: %s (%s)", s.dtype, precision, why)
+        ck = load(path, device=device, dtype=precision, pair=pair)
         runner = decoder(ck.model, s)
         warm_up(ck, runner, s.warmup_rounds)
     except Exception as exc:  # the launcher prints the reason and exits non-zero
         log.debug("model loading failed", exc_info=True)
         stop.send(f"model loading failed: {type(exc).__name__}: {exc}")
         raise SystemExit(1) from None
-    log.info("engine core %s: loaded %s on %s, serving %s", ck.name, ck.path, device, address)
-    serve(make_core(ck.name, runner, s), ModelCard.of(ck), address, stop.fileno())
+    log.info("engine core %s: loaded %s on %s in %s, serving %s", ck.name, ck.path, device, ck.precision, address)
+    serve(make_core(ck.name, runner, s), ModelCard.of(ck, why), address, stop.fileno())
 
 
 def serve(core: EngineCore, card: ModelCard, address: str, stop_fd: int) -> None:

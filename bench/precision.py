@@ -1,0 +1,98 @@
+"""Precision against float32 on random OPUS-MT-shaped and NLLB-shaped networks: logit error and token agreement of
+int8 and bfloat16 (prepared as the server's --dtype prepares them).
+
+    python -m bench.precision                 # OPUS-MT shape (d512 6+6, vocab 58101), NLLB width (d1024, 16 heads)
+    python -m bench.precision --sentences 4 --new-tokens 8 --tiny    # smoke run
+
+float32 decodes greedily; its outputs are then teacher-forced through every precision: the logit error (max and
+mean absolute, over the standard deviation of float32's logits), the share of positions whose argmax equals
+float32's, and the share of sentences whose own greedy output equals float32's."""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+
+import torch
+
+from bench.marian import OPUS, TINY, hf_model, ours_of, sources
+from model.generate import generate
+from model.params import DecodeParams
+from model.precision import prepare
+from model.search import Request
+
+NLLB = {"d_model": 1024, "layers": 2, "heads": 16, "ffn": 4096, "vocab": 32000}  # NLLB-600M's width, fewer layers
+
+
+def nllb_model(shape: dict, seed: int = 0) -> torch.nn.Module:
+    """Ours with the weights of a random M2M100 (NLLB's architecture: pre-LN, ReLU, scaled embeddings)."""
+    from transformers import M2M100Config, M2M100ForConditionalGeneration
+
+    from model.checkpoint import hf_network
+    from model.hf import hf_config
+
+    cfg = M2M100Config(
+        vocab_size=shape["vocab"], d_model=shape["d_model"], encoder_layers=shape["layers"],
+        decoder_layers=shape["layers"], encoder_attention_heads=shape["heads"], decoder_attention_heads=shape["heads"],
+        encoder_ffn_dim=shape["ffn"], decoder_ffn_dim=shape["ffn"], scale_embedding=True, max_position_embeddings=256,
+        pad_token_id=1, bos_token_id=0, eos_token_id=2, decoder_start_token_id=2,
+    )  # fmt: skip
+    torch.manual_seed(seed)
+    hf = M2M100ForConditionalGeneration(cfg).eval()
+    return hf_network(hf_config(cfg.to_dict()), hf.state_dict()).eval()
+
+
+def greedy(model, srcs: list[list[int]], new: int) -> list[list[int]]:
+    """Greedy outputs, exactly `new` tokens each."""
+    params = DecodeParams(max_new_tokens=new, min_new_tokens=new, return_scores=False)
+    return [h[0].tokens for h in generate(model, [Request(i, s, params) for i, s in enumerate(srcs)])]
+
+
+@torch.inference_mode()
+def teacher_forced(model, srcs: list[list[int]], outs: list[list[int]], pad: int, start: int) -> torch.Tensor:
+    """Float32 logits (B, T, V) of `outs` (shifted right after the start token) given `srcs`."""
+    width = max(map(len, srcs))
+    src = torch.tensor([s + [pad] * (width - len(s)) for s in srcs])
+    tgt = torch.tensor([[start, *o[:-1]] for o in outs])
+    return model(src, src != pad, tgt).float()
+
+
+def compare(name: str, network, srcs: list[list[int]], new: int) -> dict:
+    """int8 and bf16 of one float32 network (not yet prepared) against its float32."""
+    fp32, cfg, result = prepare(copy.deepcopy(network), "float32"), network.cfg, {}
+    ref_out = greedy(fp32, srcs, new)
+    ref = teacher_forced(fp32, srcs, ref_out, cfg.pad_id, cfg.decoder_start_id)
+    for precision in ("int8", "bfloat16"):
+        other = prepare(copy.deepcopy(network), precision)
+        logits = teacher_forced(other, srcs, ref_out, cfg.pad_id, cfg.decoder_start_id)
+        err = (logits - ref).abs()
+        own = greedy(other, srcs, new)
+        result[precision] = {
+            "max_abs_error / logit std": round(float(err.max() / ref.std()), 4),
+            "mean_abs_error / logit std": round(float(err.mean() / ref.std()), 5),
+            "argmax agreement (teacher-forced)": round(float((logits.argmax(-1) == ref.argmax(-1)).float().mean()), 4),
+            "identical greedy outputs": round(sum(a == b for a, b in zip(own, ref_out, strict=True)) / len(srcs), 4),
+        }
+    return {name: result}
+
+
+def main() -> None:
+    """Print the comparison as JSON."""
+    p = argparse.ArgumentParser(prog="python -m bench.precision", description=__doc__.split("\n\n")[0])
+    p.add_argument("--sentences", type=int, default=32)
+    p.add_argument("--new-tokens", type=int, default=32)
+    p.add_argument("--tiny", action="store_true", help="tiny shapes (checks the script)")
+    args = p.parse_args()
+    opus, nllb = (TINY, {**TINY, "vocab": 1000}) if args.tiny else (OPUS, NLLB)
+    out, marian = {}, lambda s: ours_of(hf_model(s))
+    for name, build, shape in (("OPUS-MT shape", marian, opus), ("NLLB shape", nllb_model, nllb)):
+        network = build(shape)
+        body = [s[:-1] for s in sources(args.sentences, shape["vocab"])]  # ids 2..vocab-2: away from pad/EOS below
+        srcs = [[t % (shape["vocab"] - 4) + 3 for t in s] + [network.cfg.eos_id] for s in body]
+        out |= compare(f"{name} ({', '.join(f'{k} {v}' for k, v in shape.items())})", network, srcs, args.new_tokens)
+    print(json.dumps(out, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,64 @@
+"""Linear layers with a prepacked oneDNN weight for CPU inference: on this project's shapes oneDNN's packed GEMM runs
+2-2.7x faster than the default (MKL) F.linear at 16 rows and more, and on large outputs (the vocabulary) at any
+row count; tiny products keep the dense path, whose call costs less. The ops are PyTorch's own
+(`torch.ops.mkldnn._reorder_linear_weight` / `_linear_pointwise`, what `torch.compile` with freezing emits on CPU)."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+PACKED_FROM = 4096  # rows x out_features from which the packed GEMM wins (measured on AMD Zen and Intel AVX-512)
+
+
+def available() -> bool:
+    """oneDNN (mkldnn) is built into this torch."""
+    return torch.backends.mkldnn.is_available()
+
+
+class PackedLinear(nn.Linear):
+    """nn.Linear (same weight and bias parameters, so state_dict and tied weights are unchanged) that also holds the
+    weight prepacked for oneDNN, repacked if the weight changed in place; float32 CPU inputs only use it."""
+
+    @classmethod
+    def of(cls, linear: nn.Linear) -> PackedLinear:
+        """A packed twin sharing `linear`'s parameters."""
+        packed = cls.__new__(cls)
+        nn.Module.__init__(packed)
+        packed.in_features, packed.out_features = linear.in_features, linear.out_features
+        packed.weight, packed.bias = linear.weight, linear.bias
+        packed._pack()
+        return packed
+
+    def _pack(self) -> None:
+        """Reorder the weight into oneDNN's blocked layout (a copy)."""
+        self._packed = torch.ops.mkldnn._reorder_linear_weight(self.weight.detach())
+        self._version = _version(self.weight)
+
+    def forward(self, x: Tensor) -> Tensor:
+        """x (..., in) -> (..., out): packed GEMM for large enough float32 CPU products, else F.linear."""
+        rows = x.numel() // self.in_features
+        if x.dtype != torch.float32 or x.device.type != "cpu" or rows * self.out_features < PACKED_FROM:
+            return F.linear(x, self.weight, self.bias)
+        if _version(self.weight) != self._version or self.weight.dtype != torch.float32:
+            if self.weight.dtype != torch.float32 or self.weight.device.type != "cpu":
+                return F.linear(x, self.weight, self.bias)
+            self._pack()
+        return torch.ops.mkldnn._linear_pointwise(x, self._packed, self.bias, "none", [], "")
+
+
+def _version(weight: Tensor) -> int:
+    """The weight's in-place modification counter (inference tensors, which have none, count as unchanged)."""
+    return -1 if weight.is_inference() else weight._version
+
+
+def pack_linears(model: nn.Module) -> nn.Module:
+    """Swap every nn.Linear of a float32 CPU model for its PackedLinear twin, in place (a no-op without oneDNN)."""
+    if not available():
+        return model
+    for parent in list(model.modules()):
+        for name, child in list(parent.named_children()):
+            if type(child) is nn.Linear and child.weight.dtype == torch.float32 and child.weight.device.type == "cpu":
+                setattr(parent, name, PackedLinear.of(child))
+    return model
