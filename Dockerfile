@@ -13,6 +13,10 @@ ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 FROM ${PYTHON_IMAGE} AS builder
 # Index that serves torch: the CPU wheels by default, a CUDA index (cu130, ...) for the GPU image.
 ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu
+# Optional, for a build without the PyTorch index or behind a TLS-inspecting proxy (docs/deployment.md): a wheel
+# directory or URL pip also looks in, and the CA bundle pip trusts. Empty: pip's own defaults.
+ARG PIP_FIND_LINKS=""
+ARG PIP_CERT=""
 ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PYTHONDONTWRITEBYTECODE=1
