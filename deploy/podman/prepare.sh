@@ -15,7 +15,7 @@ shopt -s inherit_errexit
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
 HERE="$ROOT/deploy/podman"
 STATE="$ROOT/build/podman"
-export CONTAINERS_CONF="${CONTAINERS_CONF:-$STATE/containers.conf}"
+export CONTAINERS_CONF="$STATE/containers.conf"  # the project's own: the host's configuration stays as it is
 
 SUITE=bookworm
 DEBIAN_MIRROR="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"

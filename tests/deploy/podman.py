@@ -26,8 +26,8 @@ LANE = "MT_TEST_DEPLOY"  # set by `make test-deploy`: the container tests run on
 
 
 def engine_env() -> dict[str, str]:
-    """The environment podman needs here: prepare.sh's containers.conf unless one is chosen already."""
-    return {**os.environ, "CONTAINERS_CONF": os.environ.get("CONTAINERS_CONF", str(STATE / "containers.conf"))}
+    """The environment podman needs here: the containers.conf prepare.sh wrote for this host."""
+    return {**os.environ, "CONTAINERS_CONF": str(STATE / "containers.conf")}
 
 
 def podman(*args: str, timeout: float = 120, check: bool = True) -> subprocess.CompletedProcess:
