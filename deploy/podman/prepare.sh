@@ -118,6 +118,10 @@ pip_setting() {
   python3 -m pip config get "global.$1" 2>/dev/null || true
 }
 
+reachable() {
+  python3 -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=10)' "$1" >/dev/null 2>&1
+}
+
 server_image() {
   # The Dockerfile, unchanged; what differs on this host comes in as build arguments and read-only mounts.
   local args=(--network host --layers --format docker --build-arg "PYTHON_IMAGE=$1" -t "$MT_IMAGE" -f "$ROOT/Dockerfile")
@@ -130,7 +134,7 @@ server_image() {
   if [ -n "$cert" ] && [ -f "$cert" ]; then
     args+=(-v "$cert:/mnt/pip-cert.pem:ro" --build-arg PIP_CERT=/mnt/pip-cert.pem)
   fi
-  if [ -z "$index" ] && ! curl -sfI --max-time 10 "$TORCH_DEFAULT_INDEX/torch/" >/dev/null 2>&1; then
+  if [ -z "$index" ] && ! reachable "$TORCH_DEFAULT_INDEX/torch/"; then
     # The PyTorch index is out of reach: torch must come from the local wheel directory, never from PyPI
     # (PyPI's Linux torch is the CUDA build, gigabytes).
     ls "$links"/torch-*+cpu-*.whl >/dev/null 2>&1 \
