@@ -43,7 +43,7 @@ RUN pkg="$(python -I -c 'import importlib.util as u, os; print(os.path.dirname(u
     && cp -a model/builtin/. "${pkg}/builtin/" \
     && test -f "${pkg}/builtin/en-es/config.json"
 
-# Cut what the server never runs (about 280 MB; docs/deployment.md): the test suites and C/C++ headers of the
+# Cut what the server never runs (about 270 MB; docs/deployment.md): the test suites and C/C++ headers of the
 # installed packages, torch's C++ test programs, test libraries and protoc, static libraries, and pip and
 # setuptools (nothing is installed at run time). The compiled bytecode stays: it makes a cold start faster.
 RUN site="$(python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" \

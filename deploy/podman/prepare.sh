@@ -68,41 +68,28 @@ pull() {
   timeout 300 podman pull -q "$1" >/dev/null 2>&1 || { log "cannot pull $1"; return 1; }
 }
 
-debian_python_image() {
-  # Debian's python3 (3.11 in bookworm) in a minimal root file system; documentation and apt lists dropped.
-  local rootfs
-  rootfs="$(mktemp -d /var/tmp/mt-rootfs.XXXXXX)"
-  log "debootstrap $SUITE (minbase + python3) from $DEBIAN_MIRROR"
-  debootstrap --variant=minbase --include=python3,python3-venv,python-is-python3,ca-certificates \
-    "$SUITE" "$rootfs" "$DEBIAN_MIRROR" >"$STATE/debootstrap.log" 2>&1 \
-    || die "debootstrap failed: see $STATE/debootstrap.log"
-  rm -rf "$rootfs"/var/lib/apt/lists/* "$rootfs"/var/cache/apt/*.bin "$rootfs"/var/cache/apt/archives/*.deb \
-    "$rootfs"/usr/share/doc/* "$rootfs"/usr/share/man/* "$rootfs"/usr/share/info/* "$rootfs"/var/log/*.log
-  tar -C "$rootfs" --numeric-owner -c . | podman import -q \
-    --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
-    --change 'ENV LANG=C.UTF-8' \
-    --change 'CMD ["python3"]' - "$LOCAL_PYTHON" >/dev/null
-  rm -rf "$rootfs"
+debian_find_image() {
+  # The image to use: the one given, else the official one or the local build when present, else the official
+  # one if it can be pulled. Status 1 when the local one has to be built.
+  local given="$1" official="$2" local_image="$3"
+  if [ -n "$given" ]; then echo "$given"; return; fi
+  for image in "$official" "$local_image"; do
+    if have_image "$image"; then echo "$image"; return; fi
+  done
+  if pull "$official"; then echo "$official"; return; fi
+  return 1
 }
 
 python_image() {
-  # The base image for the Dockerfile's PYTHON_IMAGE: given, pulled, or built here once and kept.
-  if [ -n "${PYTHON_IMAGE:-}" ]; then echo "$PYTHON_IMAGE"; return; fi
-  for image in "$OFFICIAL_PYTHON" "$LOCAL_PYTHON"; do
-    if have_image "$image"; then echo "$image"; return; fi
-  done
-  if pull "$OFFICIAL_PYTHON"; then echo "$OFFICIAL_PYTHON"; return; fi
+  # The base image for the Dockerfile's PYTHON_IMAGE, built here once and kept when there is no other.
+  find_image "${PYTHON_IMAGE:-}" "$OFFICIAL_PYTHON" "$LOCAL_PYTHON" && return
   debian_python_image
   echo "$LOCAL_PYTHON"
 }
 
 nginx_image() {
-  # The image the compose file's nginx service runs (MT_NGINX_IMAGE): given, pulled, or built from Debian's.
-  if [ -n "${MT_NGINX_IMAGE:-}" ]; then echo "$MT_NGINX_IMAGE"; return; fi
-  for image in "$OFFICIAL_NGINX" "$LOCAL_NGINX"; do
-    if have_image "$image"; then echo "$image"; return; fi
-  done
-  if pull "$OFFICIAL_NGINX"; then echo "$OFFICIAL_NGINX"; return; fi
+  # The image the compose file's nginx service runs (MT_NGINX_IMAGE), built from Debian's when there is no other.
+  find_image "${MT_NGINX_IMAGE:-}" "$OFFICIAL_NGINX" "$LOCAL_NGINX" && return
   log "building $LOCAL_NGINX from Debian's nginx package"
   podman build --network host --format docker --build-arg "BASE_IMAGE=$1" -t "$LOCAL_NGINX" \
     -f "$HERE/nginx.Containerfile" "$HERE" >"$STATE/nginx-build.log" 2>&1 \
