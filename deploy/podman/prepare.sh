@@ -68,7 +68,24 @@ pull() {
   timeout 300 podman pull -q "$1" >/dev/null 2>&1 || { log "cannot pull $1"; return 1; }
 }
 
-debian_find_image() {
+debian_python_image() {
+  # Debian's python3 (3.11 in bookworm) in a minimal root file system; documentation and apt lists dropped.
+  local rootfs
+  rootfs="$(mktemp -d /var/tmp/mt-rootfs.XXXXXX)"
+  log "debootstrap $SUITE (minbase + python3) from $DEBIAN_MIRROR"
+  debootstrap --variant=minbase --include=python3,python3-venv,python-is-python3,ca-certificates \
+    "$SUITE" "$rootfs" "$DEBIAN_MIRROR" >"$STATE/debootstrap.log" 2>&1 \
+    || die "debootstrap failed: see $STATE/debootstrap.log"
+  rm -rf "$rootfs"/var/lib/apt/lists/* "$rootfs"/var/cache/apt/*.bin "$rootfs"/var/cache/apt/archives/*.deb \
+    "$rootfs"/usr/share/doc/* "$rootfs"/usr/share/man/* "$rootfs"/usr/share/info/* "$rootfs"/var/log/*.log
+  tar -C "$rootfs" --numeric-owner -c . | podman import -q \
+    --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
+    --change 'ENV LANG=C.UTF-8' \
+    --change 'CMD ["python3"]' - "$LOCAL_PYTHON" >/dev/null
+  rm -rf "$rootfs"
+}
+
+find_image() {
   # The image to use: the one given, else the official one or the local build when present, else the official
   # one if it can be pulled. Status 1 when the local one has to be built.
   local given="$1" official="$2" local_image="$3"
