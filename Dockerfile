@@ -13,6 +13,10 @@ ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 FROM ${PYTHON_IMAGE} AS builder
 # Index that serves torch: the CPU wheels by default, a CUDA index (cu130, ...) for the GPU image.
 ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu
+# Optional, for a build without the PyTorch index or behind a TLS-inspecting proxy (docs/deployment.md): a wheel
+# directory or URL pip also looks in, and the CA bundle pip trusts. Empty: pip's own defaults.
+ARG PIP_FIND_LINKS=""
+ARG PIP_CERT=""
 ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PYTHONDONTWRITEBYTECODE=1
@@ -38,6 +42,16 @@ RUN pkg="$(python -I -c 'import importlib.util as u, os; print(os.path.dirname(u
     && mkdir -p "${pkg}/builtin" \
     && cp -a model/builtin/. "${pkg}/builtin/" \
     && test -f "${pkg}/builtin/en-es/config.json"
+
+# Cut what the server never runs (about 270 MB; docs/deployment.md): the test suites and C/C++ headers of the
+# installed packages, torch's C++ test programs, test libraries and protoc, static libraries, and pip and
+# setuptools (nothing is installed at run time). The compiled bytecode stays: it makes a cold start faster.
+RUN site="$(python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" \
+    && rm -rf "${site}/torch/test" "${site}/torch/include" "${site}"/torch/bin/test_* "${site}"/torch/bin/*Test \
+        "${site}"/torch/bin/protoc* "${site}"/torch/lib/lib*_test.so \
+    && find "${site}" -depth -type d -name tests -exec rm -rf {} + \
+    && find "${site}" -type f \( -name '*.a' -o -name '*.h' -o -name '*.hpp' \) -delete \
+    && python -m pip uninstall -y -q pip setuptools
 
 
 FROM ${PYTHON_IMAGE} AS runtime

@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 PORT ?= 8000
 STAMP := $(VENV)/.installed
 
-.PHONY: setup serve test lint bench clean
+.PHONY: setup serve test test-deploy lint bench clean
 
 setup: $(STAMP)
 
@@ -21,6 +21,11 @@ serve: setup
 test: setup
 	$(BIN)/ruff check app model tests bench training
 	$(BIN)/python -m pytest -q
+
+# The deployment lane (root, podman): prepare podman and build the images, then run the container tests.
+test-deploy: setup
+	bash deploy/podman/prepare.sh
+	MT_TEST_DEPLOY=1 $(BIN)/python -m pytest -q -m container tests/deploy
 
 lint: setup
 	$(BIN)/ruff check app model tests bench training

@@ -228,6 +228,7 @@ def test_compose_translator_service_semantics():
     assert str(SERVER_PORT) in [str(p) for p in translator["expose"]]
     assert translator["build"]["context"] == ".." and (COMPOSE.parent / "..").resolve() == ROOT
     assert translator["deploy"]["replicas"] >= 2
+    assert translator["read_only"] is True and translator["tmpfs"] == ["/tmp"] and translator["cap_drop"] == ["ALL"]
 
 
 def test_compose_mounts_and_dependencies():
