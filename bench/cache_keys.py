@@ -20,6 +20,7 @@ from pathlib import Path
 
 import httpx
 
+from bench.machine import cpu_model
 from tests.app.helpers import add_keys
 from tests.server import RedisServer, ServerProcess
 
@@ -27,14 +28,6 @@ TEXTS = [f"The meeting number {i} starts at nine in the small room." for i in ra
 KEY = "bench-key"
 HUGE = str(10**9)  # limits that are checked and counted on every request, never reached
 LIMITS = ("--req-limit", HUGE, "--char-limit", HUGE, "--daily-char-limit", HUGE, "--batch-limit", "1000")
-
-
-def cpu_model() -> str:
-    """The CPU's model name (Linux)."""
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return "unknown CPU"
 
 
 def p50_ms(samples: list[float]) -> float:

@@ -11,15 +11,14 @@ import argparse
 import io
 import itertools
 import os
-import platform
-import socket
 import statistics
-import subprocess
-import sys
 import time
 
 import docx
 import httpx
+
+from bench.machine import cpu_model
+from tests.server import ServerProcess
 
 ADJ = ["big", "small", "red", "old", "quiet"]
 NOUN = ["house", "dog", "car", "book", "garden"]
@@ -43,40 +42,12 @@ def document(paragraphs: list[str]) -> bytes:
     return out.getvalue()
 
 
-def serve(max_items: int) -> tuple[subprocess.Popen, str]:
-    """The server on the built-in model (CPU) on a free port, once ready."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    cmd = [sys.executable, "-m", "app", "--port", str(port), "--device", "cpu", "--max-items", str(max_items)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    for _ in range(600):
-        try:
-            if httpx.get(url + "/health/ready", timeout=2).status_code == 200:
-                return proc, url
-        except httpx.TransportError:
-            pass
-        time.sleep(0.2)
-    proc.kill()
-    raise SystemExit("server did not become ready")
-
-
 def timed(call) -> float:
     """Seconds one call takes (it must answer 200)."""
     start = time.perf_counter()
     r = call()
     assert r.status_code == 200, r.text
     return time.perf_counter() - start
-
-
-def cpu() -> str:
-    """The CPU's model name."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            return next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    except (OSError, StopIteration):
-        return platform.processor() or "unknown"
 
 
 def main() -> None:
@@ -87,7 +58,8 @@ def main() -> None:
     args = p.parse_args()
     sentences = texts(args.segments)
     data = document(sentences)
-    proc, url = serve(len(sentences))
+    server = ServerProcess("--max-items", str(len(sentences))).wait()  # no translation cache: both reach the engine
+    url = server.url
     body = {"q": sentences, "source": "en", "target": "es", "parameters": {"split_sentences": True}}
     as_list = lambda: httpx.post(url + "/translate", json=body, timeout=600)
     form = {"source": "en", "target": "es", "direct": "true"}
@@ -100,10 +72,9 @@ def main() -> None:
             lists.append(timed(as_list))
             files.append(timed(as_file))
     finally:
-        proc.terminate()
-        proc.wait()
+        server.stop()
     ratios = [f / t for f, t in zip(files, lists, strict=True)]
-    print(f"cpu: {cpu()} ({os.cpu_count()} cores, shared with other work)")
+    print(f"cpu: {cpu_model()} ({os.cpu_count()} cores, shared with other work)")
     print(f"{args.segments} segments, {args.rounds} rounds, built-in model, greedy, CPU")
     print(f"/translate list : median {statistics.median(lists):.2f}s  {[round(t, 2) for t in lists]}")
     print(f"/translate_file : median {statistics.median(files):.2f}s  {[round(t, 2) for t in files]}")

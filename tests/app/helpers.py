@@ -137,3 +137,9 @@ def add_keys(db: Path, keys: dict[str, dict]) -> Path:
 
     asyncio.run(add())
     return db
+
+
+def idle(url: str) -> bool:
+    """Nothing running or waiting in the engine."""
+    m = metrics(url)
+    return value(m, "mt_requests_running") == 0 and value(m, "mt_requests_waiting") == 0

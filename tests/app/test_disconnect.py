@@ -7,7 +7,7 @@ import time
 import httpx
 import pytest
 
-from tests.app.helpers import LONG, body, metrics, ok, value, wait_for
+from tests.app.helpers import LONG, body, idle, metrics, ok, value, wait_for
 
 ITEMS = 64  # 64 texts x 255 forced tokens: seconds of work on 8 rows, ten or more on one row
 
@@ -15,12 +15,6 @@ ITEMS = 64  # 64 texts x 255 forced tokens: seconds of work on 8 rows, ten or mo
 def long_job() -> dict:
     """A request that cannot end early: every item generates exactly 255 tokens."""
     return body([f"the cat {i} sleeps in the house" for i in range(ITEMS)], parameters=LONG)
-
-
-def idle(url: str) -> bool:
-    """Nothing running or waiting in the engine."""
-    m = metrics(url)
-    return value(m, "mt_requests_running") == 0 and value(m, "mt_requests_waiting") == 0
 
 
 def check_aborted(url: str, before, closed_at: float) -> None:

@@ -10,11 +10,14 @@ import zipfile
 
 import docx
 import httpx
+import pytest
 
 from app.documents.store import FileStore
-from tests.app.helpers import metrics, parse_sse, value, wait_for
+from app.settings import BUILTIN
+from tests.app.helpers import idle, metrics, parse_sse, value, wait_for
 from tests.documents import build
 from tests.documents.client import oracle, upload
+from tests.server import ServerProcess
 
 
 def test_libretranslate_client_shape(builtin):
@@ -132,23 +135,27 @@ def test_store_expiry_and_keys(tmp_path):
     assert not (tmp_path / name).exists()  # swept
 
 
-def idle(url: str) -> bool:
-    """Nothing running or waiting in the engine."""
-    m = metrics(url)
-    return value(m, "mt_requests_running") == 0 and value(m, "mt_requests_waiting") == 0
+@pytest.fixture(scope="module")
+def one_row(tmp_path_factory):
+    """The built-in model decoding one row at a time: a 200-line file takes seconds, whatever the CPU."""
+    files = tmp_path_factory.mktemp("files")
+    args = ("--model", str(BUILTIN), "--max-batch-size", "1", "--warmup-rounds", "0", "--files-dir", str(files))
+    proc = ServerProcess(*args).wait()
+    yield proc
+    proc.stop()
 
 
-def test_client_gone_cancels(builtin):
+def test_client_gone_cancels(one_row):
     """A client that stops waiting for a long file: its units are aborted, not run to the end."""
-    wait_for(lambda: idle(builtin.url), timeout=30)
-    before = value(metrics(builtin.url), "mt_requests_total", model="en-es", finish_reason="aborted")
+    wait_for(lambda: idle(one_row.url), timeout=30)
+    before = value(metrics(one_row.url), "mt_requests_total", model="en-es", finish_reason="aborted")
     lines = "\n".join(f"The cat number {i} sleeps in the big red house near the river." for i in range(200))
     try:
-        upload(builtin.url, "long.txt", lines.encode(), timeout=1.0)
+        upload(one_row.url, "long.txt", lines.encode(), timeout=1.0)
     except httpx.ReadTimeout:
         pass
-    wait_for(lambda: idle(builtin.url), timeout=10)
-    aborted = value(metrics(builtin.url), "mt_requests_total", model="en-es", finish_reason="aborted") - before
+    wait_for(lambda: idle(one_row.url), timeout=10)
+    aborted = value(metrics(one_row.url), "mt_requests_total", model="en-es", finish_reason="aborted") - before
     assert aborted >= 50
 
 
