@@ -12,6 +12,7 @@ from app.settings import Settings
 FLAGS = {
     "workers": int,
     "max_batch_size": int,
+    "max_batch_rows": int,
     "max_batch_tokens": int,
     "max_prefill_tokens": int,
     "max_wait_ms": float,

@@ -28,8 +28,16 @@ class Settings(BaseSettings):
         "auto", description="auto: bf16 (else fp16) on CUDA, float32 on CPU; int8 (dynamic quantization of the linear "
         "layers) is CPU only and opt-in: faster with VNNI/AMX, but it changes some greedy outputs"
     )  # fmt: skip
-    max_batch_size: int = Field(64, ge=1, description="rows decoded together (a beam counts once per beam)")
-    max_batch_tokens: int = Field(65536, ge=1, description="cache budget: reserved source+target tokens")
+    max_batch_size: int = Field(64, ge=1, description="requests decoded together")
+    max_batch_rows: int | None = Field(
+        None, ge=1, description="rows decoded together (a beam request takes one per beam); default: on CUDA what the "
+        "static buffers hold, max(max_batch_size, max_beam_size); on CPU max_batch_size x max_beam_size"
+    )  # fmt: skip
+    max_batch_tokens: int | None = Field(
+        None, ge=1, description="cache budget: reserved tokens, beams x (source + max_new_tokens) per request; "
+        "default: what the rows can use, rows x (max_input_tokens + max_new_tokens), on CPU within half the memory "
+        "available at start-up"
+    )  # fmt: skip
     max_prefill_tokens: int = Field(4096, ge=1, description="source tokens encoded per step (protects running rows)")
     max_wait_ms: float = Field(2.0, ge=0, description="gather arrivals this long when idle")
     join_overhead: float | None = Field(

@@ -62,8 +62,8 @@ def ours_of(hf) -> torch.nn.Module:
     return hf_network(hf_config(hf.config.to_dict()), hf.state_dict()).eval()
 
 
-def _spm_corpus(rng: random.Random, lines: int = 400) -> list[str]:
-    """Random lowercase words for training the tiny SentencePiece models."""
+def random_lines(rng: random.Random, lines: int = 400) -> list[str]:
+    """Lines of random lowercase words (one sentence each): what the tiny SentencePiece models are trained on."""
     words = ["".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(2, 8))) for _ in range(300)]
     return [" ".join(rng.choice(words) for _ in range(rng.randint(5, 15))) for _ in range(lines)]
 
@@ -74,7 +74,7 @@ def write_tokenizer(out: Path, vocab_size: int, seed: int = 0) -> None:
 
     rng = random.Random(seed)
     corpus = out / "corpus.txt"
-    corpus.write_text("\n".join(_spm_corpus(rng)) + "\n", encoding="utf-8")
+    corpus.write_text("\n".join(random_lines(rng)) + "\n", encoding="utf-8")
     pieces: list[str] = []
     for side in ("source", "target"):
         spm.SentencePieceTrainer.train(

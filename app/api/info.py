@@ -50,6 +50,7 @@ async def info(service: ServiceDep) -> dict:
                 "dtype": entry.card.dtype,
                 "dtype_reason": entry.card.dtype_reason,
                 "device": entry.card.device,
+                "batch": entry.card.batch,
                 "architecture": ck.config.to_dict(),
                 "waiting": waiting,
                 "running": running,
@@ -59,6 +60,7 @@ async def info(service: ServiceDep) -> dict:
         k: getattr(s, k)
         for k in (
             "max_batch_size",
+            "max_batch_rows",
             "max_batch_tokens",
             "max_prefill_tokens",
             "max_queue",

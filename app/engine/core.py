@@ -92,7 +92,7 @@ class EngineCore:
     @torch.inference_mode()
     def run_round(self) -> None:
         """Plan admissions, then execute: aborted rows leave, admitted ones are encoded and join, one decode step."""
-        plan = self.scheduler.plan(self.batch.rows if self.batch else 0, self.reserved)
+        plan = self.scheduler.plan(len(self.running), self.batch.rows if self.batch else 0, self.reserved)
         for req in plan.drop:
             self._finish(req, None, time.monotonic())
         self._drop_aborted()

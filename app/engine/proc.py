@@ -12,6 +12,7 @@ from multiprocessing.connection import Connection
 import torch
 import zmq
 
+from app.engine.budget import Budget, available_memory, batch_budget, batch_rows
 from app.engine.card import ModelCard
 from app.engine.core import EngineCore
 from app.engine.messages import Abort, Hello, Ready, Submit, Update, encode, to_core
@@ -53,7 +54,7 @@ def decoder(model: Seq2SeqTransformer, s: Settings) -> Seq2SeqTransformer | Stat
     cuda_graphs is off: then the same step runs eagerly); elsewhere the model itself."""
     if model.device.type != "cuda":
         return model
-    static = StaticDecoder(model, max(s.max_batch_size, s.max_beam_size), s.max_new_tokens, s.max_input_tokens)
+    static = StaticDecoder(model, batch_rows(s, cuda=True), s.max_new_tokens, s.max_input_tokens)
     if s.cuda_graphs:
         start = time.perf_counter()
         count = static.capture()
@@ -69,11 +70,20 @@ def warm_up(ck: Checkpoint, runner: Seq2SeqTransformer | StaticDecoder, rounds: 
         generate(runner, reqs)
 
 
-def make_core(name: str, runner: Seq2SeqTransformer | StaticDecoder, s: Settings) -> EngineCore:
-    """An engine core over a loaded model (or its static decoder) with the settings' limits."""
+def budget(runner: Seq2SeqTransformer | StaticDecoder, s: Settings) -> Budget:
+    """The core's row and cache-token budgets for this model on its device (logged)."""
     cuda = runner.device.type == "cuda"
+    memory = None if cuda else available_memory()
+    b = batch_budget(s, runner.cfg, cuda, runner.tgt_embed.weight.element_size(), memory)
+    log.info("batch budget: %d requests, %d rows, %d cache tokens (%s)", s.max_batch_size, b.rows, b.tokens, b.reason)
+    return b
+
+
+def make_core(name: str, runner: Seq2SeqTransformer | StaticDecoder, s: Settings) -> EngineCore:
+    """An engine core over a loaded model (or its static decoder) with the settings' limits and its budget."""
+    cuda, b = runner.device.type == "cuda", budget(runner, s)
     overhead = s.join_overhead or (0.1 if cuda else 1.0)
-    limits = Limits(s.max_batch_size, s.max_batch_tokens, s.max_prefill_tokens, overhead, s.max_join_wait_ms / 1000)
+    limits = Limits(s.max_batch_size, b.rows, b.tokens, s.max_prefill_tokens, overhead, s.max_join_wait_ms / 1000)
     overlap = cuda if s.overlap is None else s.overlap  # on CPU nothing runs asynchronously: nothing to hide
     return EngineCore(name, runner, limits, Metrics(), s.max_queue, s.max_wait_ms, overlap)
 
@@ -100,7 +110,10 @@ def core_main(spec: str, settings: dict, address: str, stop: Connection) -> None
         stop.send(f"model loading failed: {type(exc).__name__}: {exc}")
         raise SystemExit(1) from None
     log.info("engine core %s: loaded %s on %s in %s, serving %s", ck.name, ck.path, device, ck.precision, address)
-    serve(make_core(ck.name, runner, s), ModelCard.of(ck, why), address, stop.fileno())
+    core, card = make_core(ck.name, runner, s), ModelCard.of(ck, why)
+    lim = core.scheduler.limits
+    card.batch = {"max_rows": lim.max_batch_rows, "max_tokens": lim.max_batch_tokens}
+    serve(core, card, address, stop.fileno())
 
 
 def serve(core: EngineCore, card: ModelCard, address: str, stop_fd: int) -> None:

@@ -14,7 +14,8 @@ from app.engine.request import EngineRequest
 class Limits:
     """Bounds the scheduler plans within."""
 
-    max_batch_size: int  # rows
+    max_batch_size: int  # requests
+    max_batch_rows: int  # rows: a beam request takes beam_size
     max_batch_tokens: int  # reserved cache tokens
     max_prefill_tokens: int  # source tokens encoded per step
     join_overhead: float = 1.0  # joins wait until decoding since the last one took >= its time / this share
@@ -30,9 +31,9 @@ class Plan:
 
 
 class Scheduler:
-    """FIFO admission under row, cache-token and per-step prefill budgets. While rows run, joins are paced: a join
-    (encode, then concat) costs about as much as a decode step on a GPU, so joining one request per step would halve
-    the throughput; waiting requests join together once the decoding done since the last join outweighs its cost
+    """FIFO admission under request, row, cache-token and per-step prefill budgets. While rows run, joins are paced: a
+    join (encode, then concat) costs about as much as a decode step on a GPU, so joining one request per step would
+    halve the throughput; waiting requests join together once the decoding done since the last join outweighs its cost
     (by 1 / join_overhead), or once max_join_wait has passed."""
 
     def __init__(self, limits: Limits):
@@ -63,7 +64,7 @@ class Scheduler:
         """Queue a request."""
         self.waiting.append(request)
 
-    def plan(self, running_rows: int, reserved_tokens: int) -> Plan:
+    def plan(self, running: int, running_rows: int, reserved_tokens: int) -> Plan:
         """Admit in arrival order while budgets allow; never skip ahead of a request that does not fit."""
         lim = self.limits
         drop = [r for r in self.waiting if r.aborted]
@@ -76,7 +77,8 @@ class Scheduler:
             rows = running_rows + req.params.beam_size
             tokens = reserved_tokens + req.reserved_tokens
             first = running_rows == 0 and not admit  # a lone request always runs, whatever its size
-            if not first and (rows > lim.max_batch_size or tokens > lim.max_batch_tokens):
+            over = running + len(admit) >= lim.max_batch_size or rows > lim.max_batch_rows
+            if not first and (over or tokens > lim.max_batch_tokens):
                 break
             if admit and prefill + len(req.src) > lim.max_prefill_tokens:
                 break

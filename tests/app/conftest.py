@@ -16,10 +16,9 @@ torch.set_num_threads(1)  # like the server (OMP_NUM_THREADS=1): same kernels, s
 
 @pytest.fixture(scope="session")
 def server(native_dir):
-    """The server with default settings except a batch of 8 rows (long jobs take several seconds)."""
-    proc = ServerProcess(
-        "--model", str(native_dir), "--max-wait-ms", "5", "--warmup-rounds", "1", "--max-batch-size", "8"
-    ).wait()
+    """The server with default settings except a batch of 8 requests and 8 rows (long jobs take several seconds)."""
+    args = ("--model", str(native_dir), "--max-wait-ms", "5", "--warmup-rounds", "1")
+    proc = ServerProcess(*args, "--max-batch-size", "8", "--max-batch-rows", "8").wait()
     yield proc
     proc.stop()
 

@@ -61,7 +61,7 @@ class Fatal(BaseException):
 
 def make_core(model, max_queue: int = 64, max_wait_ms: float = 0, rows: int = 8, overlap: bool = False) -> EngineCore:
     """An engine core over `model` (8 rows) with its own metrics."""
-    return EngineCore("en-es", model, Limits(rows, 65536, 4096), Metrics(), max_queue, max_wait_ms, overlap)
+    return EngineCore("en-es", model, Limits(rows, rows, 65536, 4096), Metrics(), max_queue, max_wait_ms, overlap)
 
 
 def submit(core: EngineCore, checkpoint, texts: list[str], first: int, stream: bool = False, **params) -> list[int]:

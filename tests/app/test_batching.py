@@ -90,7 +90,7 @@ def test_concurrent_requests_equal_sequential(server):
     single = value(after, "mt_batch_size_bucket", le="1.0") - value(before, "mt_batch_size_bucket", le="1.0")
     assert steps > 0 and rows / steps > 2, "concurrent requests were not batched"
     assert single < steps
-    assert value(after, "mt_batch_size_bucket", le="8.0") == value(after, "mt_batch_size_count")  # --max-batch-size 8
+    assert value(after, "mt_batch_size_bucket", le="8.0") == value(after, "mt_batch_size_count")  # --max-batch-rows 8
 
 
 @pytest.mark.parametrize("n", [2, 16])

@@ -185,3 +185,13 @@ def test_joins_are_paced_by_default_only_on_cuda(checkpoint):
     assert (limits.join_overhead, limits.max_join_wait) == (1.0, 0.02)
     limits = engine_core("en-es", checkpoint.model, Settings(join_overhead=0.25, max_join_wait_ms=5)).scheduler.limits
     assert (limits.join_overhead, limits.max_join_wait) == (0.25, 0.005)
+
+
+def test_cpu_budget_fits_max_batch_size_requests_of_any_beam(checkpoint):
+    """On CPU the default row budget is max_batch_size x max_beam_size and the token budget what those rows can use
+    (within the memory): 64 default beam requests are not split into waves by the accounting."""
+    limits = engine_core("en-es", checkpoint.model, Settings()).scheduler.limits
+    assert (limits.max_batch_size, limits.max_batch_rows) == (64, 64 * 8)
+    assert limits.max_batch_tokens <= 64 * 8 * (256 + 512)
+    limits = engine_core("en-es", checkpoint.model, Settings(max_batch_rows=12, max_batch_tokens=99)).scheduler.limits
+    assert (limits.max_batch_rows, limits.max_batch_tokens) == (12, 99)

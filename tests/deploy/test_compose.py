@@ -100,8 +100,10 @@ def replica_url(name: str) -> str:
 
 
 def finished(name: str) -> float:
-    """Requests a replica has finished (its own /metrics: nginx does not pass /metrics through)."""
-    return sum(v for (metric, _), v in metrics(replica_url(name)).items() if metric == "mt_requests_total")
+    """One-text requests a replica has answered, by its engine or from its translation cache (its own /metrics:
+    nginx does not pass /metrics through)."""
+    answered = ("mt_requests_total", "mt_cache_hits_total")
+    return sum(v for (metric, _), v in metrics(replica_url(name)).items() if metric in answered)
 
 
 def spread(stack: Stack, names: list[str], count: int, threads: int) -> list[float]:
