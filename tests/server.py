@@ -28,7 +28,7 @@ class ServerProcess:
     cache unless they say --cache (tests of the engine must reach it every time)."""
 
     def __init__(self, *args: str, env: dict[str, str] | None = None, log: Path | None = None, cwd: Path = ROOT):
-        self.port = free_port()
+        self.port, self.args = free_port(), args
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = log or Path(f"/tmp/mt-server-{self.port}.log")
         device = () if "--device" in args else ("--device", "cpu")  # tests compare with offline CPU float32
@@ -41,17 +41,20 @@ class ServerProcess:
         self.proc = subprocess.Popen(cmd, cwd=cwd, env=full_env, stdout=self.log_file, stderr=subprocess.STDOUT)
 
     def wait(self, path: str = "/health/ready", timeout: float = 120.0) -> ServerProcess:
-        """Block until `path` answers 200 (raises with the log tail on timeout or exit)."""
-        deadline = time.monotonic() + timeout
+        """Block until `path` answers 200 (raises with the log tail on timeout or exit); with several HTTP workers,
+        ten times in a row on fresh connections, so that every worker (each ready on its own) has answered."""
+        deadline, streak = time.monotonic() + timeout, 0
+        need = 10 if "--workers" in self.args and self.args[self.args.index("--workers") + 1] != "1" else 1
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"server exited with {self.proc.returncode}:\n{self.log_tail()}")
             try:
-                if httpx.get(self.url + path, timeout=2).status_code == 200:
-                    return self
+                streak = streak + 1 if httpx.get(self.url + path, timeout=2).status_code == 200 else 0
             except httpx.TransportError:
-                pass
-            time.sleep(0.1)
+                streak = 0
+            if streak >= need:
+                return self
+            time.sleep(0.1 if streak == 0 else 0.01)
         raise TimeoutError(f"{path} not 200 after {timeout}s:\n{self.log_tail()}")
 
     def processes(self) -> tuple[list[int], list[int]]:

@@ -33,7 +33,8 @@ def test_full_queue_is_refused_fast_and_nothing_is_lost(small):
     after = metrics(small.url)
     accepted = [i for i, (r, _) in enumerate(results) if r.status_code == 200]
     refused = [i for i, (r, _) in enumerate(results) if r.status_code != 200]
-    assert len(accepted) >= 3 and refused, [r.status_code for r, _ in results]
+    # one running and two queued, or two queued when the burst fills the queue before the first request runs
+    assert len(accepted) >= 2 and refused, [r.status_code for r, _ in results]
     for i in refused:
         r, latency = results[i]
         assert r.status_code == 503
@@ -42,7 +43,8 @@ def test_full_queue_is_refused_fast_and_nothing_is_lost(small):
         assert int(r.headers["retry-after"]) >= 1
         assert latency < 1.0, f"a refusal took {latency:.2f}s"
     slowest_accepted = max(results[i][1] for i in accepted)
-    assert slowest_accepted > 0.3  # three 255-token generations, one after the other
+    slowest_refusal = max(results[i][1] for i in refused)
+    assert slowest_refusal < slowest_accepted / 2  # refused at once, not after the accepted 255-token generations ran
     finished = value(after, "mt_requests_total", model="en-es", finish_reason="length") - value(
         before, "mt_requests_total", model="en-es", finish_reason="length"
     )
