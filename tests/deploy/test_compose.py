@@ -107,10 +107,13 @@ def finished(name: str) -> float:
 
 
 def spread(stack: Stack, names: list[str], count: int, threads: int) -> list[float]:
-    """Send `count` translations through nginx; how many each replica served."""
+    """Send `count` translations through nginx; how many each replica served. Each request is another cache key
+    (its max_new_tokens; the answer is the same), so every one reaches an engine: a replica answering from its
+    translation cache would take most of the load from nginx's least_conn."""
     before = [finished(n) for n in names]
+    bodies = [{**BODY, "parameters": {"max_new_tokens": 100 + i}} for i in range(count)]
     with cf.ThreadPoolExecutor(threads) as pool:
-        answers = list(pool.map(lambda _: httpx.post(stack.url + "/translate", json=BODY, timeout=60), range(count)))
+        answers = list(pool.map(lambda b: httpx.post(stack.url + "/translate", json=b, timeout=60), bodies))
     assert [a.status_code for a in answers] == [200] * count
     assert {a.json()["translatedText"] for a in answers} == {ANSWER}
     return [finished(n) - b for n, b in zip(names, before, strict=True)]
