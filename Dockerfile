@@ -44,13 +44,13 @@ RUN pkg="$(python -I -c 'import importlib.util as u, os; print(os.path.dirname(u
     && test -f "${pkg}/builtin/en-es/config.json"
 
 # Cut what the server never runs (about 270 MB; docs/deployment.md): the test suites and C/C++ headers of the
-# installed packages, torch's C++ test programs, test libraries and protoc, static libraries, and pip and
-# setuptools (nothing is installed at run time). The compiled bytecode stays: it makes a cold start faster.
+# installed packages, torch's C++ test programs, test libraries and protoc, static libraries, type stubs (.pyi), and
+# pip and setuptools (nothing is installed at run time). The compiled bytecode stays: it makes a cold start faster.
 RUN site="$(python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" \
     && rm -rf "${site}/torch/test" "${site}/torch/include" "${site}"/torch/bin/test_* "${site}"/torch/bin/*Test \
         "${site}"/torch/bin/protoc* "${site}"/torch/lib/lib*_test.so \
     && find "${site}" -depth -type d -name tests -exec rm -rf {} + \
-    && find "${site}" -type f \( -name '*.a' -o -name '*.h' -o -name '*.hpp' \) -delete \
+    && find "${site}" -type f \( -name '*.a' -o -name '*.h' -o -name '*.hpp' -o -name '*.pyi' \) -delete \
     && python -m pip uninstall -y -q pip setuptools
 
 
