@@ -3,6 +3,8 @@ or a JSON object; the body wins over the query string. JSON nested past the pars
 
 from __future__ import annotations
 
+from urllib.parse import parse_qsl
+
 import msgspec
 from fastapi import Request
 from starlette.datastructures import UploadFile
@@ -50,11 +52,14 @@ async def read_fields(request: Request) -> dict:
     A FastAPI dependency (cached per request, so the key check and the route read the body once)."""
     data = _multi(list(request.query_params.multi_items()))
     ctype = content_type(request)
-    if ctype in FORM_TYPES:
+    if ctype == "multipart/form-data":
         form = await request.form()
         data.update(_multi(list(form.multi_items())))
         return data
     raw = await request.body()
+    if ctype == "application/x-www-form-urlencoded":  # as UTF-8 (curl -d sends it unescaped), as Flask reads it
+        data.update(_multi(parse_qsl(raw.decode("utf-8", "replace"), keep_blank_values=True)))
+        return data
     if ctype in ("", "application/json") or ctype.endswith("+json"):
         if not raw.strip() and data:  # fields in the query string, no body (curl -X POST '...?q=...')
             return data

@@ -34,6 +34,14 @@ def test_translate_reads_every_shape(server):
     assert "multipart/form-data" in answers["multipart"].request.headers["content-type"]
 
 
+def test_unescaped_utf8_form_is_read_as_utf8(server):
+    """A urlencoded body with raw UTF-8 (curl -d 'target=ñ') reads as UTF-8, as LibreTranslate's Flask reads it."""
+    raw = "q=x&source=en&target=ñ".encode()
+    ctype = {"content-type": "application/x-www-form-urlencoded"}
+    r = httpx.post(server.url + "/translate", content=raw, headers=ctype, timeout=30)
+    assert r.status_code == 400 and "'ñ'" in r.json()["error"], r.text
+
+
 def test_query_string_and_body_merge(server):
     """Fields may be split between the query string and the body; the body wins."""
     r = httpx.post(server.url + "/translate?target=es&source=en", data={"q": TEXT}, timeout=30)
