@@ -33,7 +33,7 @@ class ServerProcess:
         self.log_path = log or Path(f"/tmp/mt-server-{self.port}.log")
         device = () if "--device" in args else ("--device", "cpu")  # tests compare with offline CPU float32
         cache = () if {"--cache", "--no-cache"} & set(args) else ("--no-cache",)
-        dtype = () if "--dtype" in args else ("--dtype", "float32")  # (auto would pick int8 on a CPU with VNNI)
+        dtype = () if "--dtype" in args else ("--dtype", "float32")  # the oracles are float32: pinned, not auto
         cmd = [sys.executable, "-m", "app", "--host", "127.0.0.1", "--port", str(self.port), *device, *dtype, *cache]
         cmd += args
         full_env = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1", **(env or {})}
