@@ -52,11 +52,13 @@ def test_beam_deltas_add_up_to_the_text_on_every_family(families, family):
 
 
 def test_beam_deltas_add_up_on_the_native_model(server):
-    """The tiny native model: beam sizes, length penalties, early stopping's checkpoint default, split sentences."""
+    """The tiny native model: beam sizes, length penalties, split sentences, HTML."""
     for params in ({"beam_size": 2}, {"beam_size": 4, "length_penalty": 0.0}, {"beam_size": 5, "length_penalty": 2}):
         check_stream(server.url, ["the small green tree eats", "good night city"], parameters=params)
+    split = {"beam_size": 3, "split_sentences": True}
+    check_stream(server.url, "The cat sleeps. The dog runs far away.", parameters=split)
     check_stream(
-        server.url, "The cat sleeps. The dog runs far away.", parameters={"beam_size": 3, "split_sentences": True}
+        server.url, '<p class="a">The cat <b>sleeps</b>. The dog runs.</p><br/>', format="html", parameters=split
     )
 
 
