@@ -150,7 +150,7 @@ class Group:
             return []
         best = max((h.score for h in self.finished), default=None)
         contenders = [h.tokens for h in self.finished if h.score == best]
-        shared = shared_prefix([*self.beams, *contenders], self.emitted)
+        shared = _shared_prefix([*self.beams, *contenders], self.emitted)
         new, self.emitted = self.beams[0][self.emitted : shared], shared
         return new
 
@@ -161,7 +161,7 @@ class Group:
         return sorted(self.finished, key=lambda h: -h.score)[: self.params.num_hypotheses]
 
 
-def shared_prefix(seqs: Sequence[Sequence[int]], start: int = 0) -> int:
+def _shared_prefix(seqs: Sequence[Sequence[int]], start: int = 0) -> int:
     """Length of the prefix every sequence shares, given that they share their first `start` items."""
     n, shortest = start, min(len(s) for s in seqs)
     while n < shortest and all(s[n] == seqs[0][n] for s in seqs):
