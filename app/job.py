@@ -46,7 +46,8 @@ class Item:
 
 class Job:
     """Submits an HTTP request's units to one engine core and turns its events into text. Only a job that streams
-    tokens gets (and detokenizes) them one by one; the others get each unit's result once."""
+    gets (and detokenizes) tokens as they come (a beam search's once they are stable); the others get each unit's
+    result once."""
 
     def __init__(
         self,
@@ -63,7 +64,7 @@ class Job:
         self.prefix, self.detected = list(prefix), detected  # language tokens before each unit; source "auto"
         self.arrival = time.monotonic()
         self.queue: asyncio.Queue[tuple[int, int, Event]] = asyncio.Queue()
-        self.streams_tokens = stream and params.beam_size == 1
+        self.stream = stream
         self.items = [Item(lay, self._units(i, lay, max_input_tokens)) for i, lay in enumerate(layouts)]
         self.where: dict[int, tuple[int, int]] = {}  # engine unit id -> (item, unit)
 
@@ -77,7 +78,7 @@ class Job:
                 raise ApiError(
                     422, "validation", f"q[{index}]: {len(ids)} tokens exceeds max_input_tokens={limit}{hint}"
                 )
-            units.append(Unit(ids, detok=self.tokenizer.detokenizer() if self.streams_tokens else None))
+            units.append(Unit(ids, detok=self.tokenizer.detokenizer() if self.stream else None))
         return units
 
     async def submit(self) -> None:
@@ -91,7 +92,7 @@ class Job:
         if not work:
             return
         try:
-            await engine.submit(self.params, work, self.streams_tokens, self.arrival, self)
+            await engine.submit(self.params, work, self.stream, self.arrival, self)
         except Overloaded as exc:
             raise ApiError(503, "overloaded", f"server overloaded: {exc}; retry later", {"Retry-After": "1"}) from None
         except EngineGone as exc:

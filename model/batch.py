@@ -276,7 +276,9 @@ def _output(group: Group, width: int) -> StepOutput:
     """What a group that was `width` rows wide got from the step it just took."""
     if not group.beams:
         return StepOutput(group.request.id, _last(group, width), group.result())
-    return StepOutput(group.request.id, group.beams[0][-1] if group.params.beam_size == 1 else None)
+    if group.params.beam_size == 1:
+        return StepOutput(group.request.id, group.beams[0][-1])
+    return StepOutput(group.request.id, stable=group.stable_tokens())
 
 
 def _last(group: Group, width: int) -> int | None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -37,13 +37,21 @@ class StepOutput:
     """What one decode step produced for one request."""
 
     id: Hashable
-    token: int | None = None  # the new token (greedy/sampling only: beams stream nothing)
+    token: int | None = None  # the new token (greedy/sampling only, EOS included)
     hypotheses: list[Hypothesis] | None = None  # set once the request is finished
+    stable: list[int] = field(default_factory=list)  # beam search: tokens the best output now surely continues with
 
     @property
     def finished(self) -> bool:
         """True when this is the request's last step."""
         return self.hypotheses is not None
+
+    def streamed(self, eos_id: int) -> list[int]:
+        """The tokens this step adds to the request's output: a one-row request's new token (EOS is no text), or the
+        beams' newly stable ones (the result carries the rest of a finished request's output)."""
+        if self.token is None:
+            return self.stable
+        return [] if self.token == eos_id else [self.token]
 
 
 @dataclass
@@ -60,6 +68,7 @@ class Group:
     finished: list[Hypothesis] = field(default_factory=list)
     steps: int = 0
     can_improve: bool = True
+    emitted: int = 0  # beam search: length of the best output's prefix already handed out as stable
 
     @property
     def params(self) -> DecodeParams:
@@ -131,11 +140,33 @@ class Group:
             return []
         return [first_row + chosen[i][1] for i in order]
 
+    def stable_tokens(self) -> list[int]:
+        """Beam search: the tokens, new since the last call, that every live beam and every finished hypothesis that
+        can still come first share, so that the best output surely starts with them (none once the group is done).
+        Only the best finished hypotheses (ties included) can still come first: a finished score never changes and
+        the kept list only drops its worst, whatever the length penalty or early stopping. Every live beam counts,
+        as its continuations may still finish first."""
+        if not self.beams:
+            return []
+        best = max((h.score for h in self.finished), default=None)
+        contenders = [h.tokens for h in self.finished if h.score == best]
+        shared = _shared_prefix([*self.beams, *contenders], self.emitted)
+        new, self.emitted = self.beams[0][self.emitted : shared], shared
+        return new
+
     def result(self) -> list[Hypothesis]:
         """The n best finished hypotheses, best first."""
         if self.params.beam_size == 1:  # one hypothesis, perhaps unscored
             return self.finished
         return sorted(self.finished, key=lambda h: -h.score)[: self.params.num_hypotheses]
+
+
+def _shared_prefix(seqs: Sequence[Sequence[int]], start: int = 0) -> int:
+    """Length of the prefix every sequence shares, given that they share their first `start` items."""
+    n, shortest = start, min(len(s) for s in seqs)
+    while n < shortest and all(s[n] == seqs[0][n] for s in seqs):
+        n += 1
+    return n
 
 
 def _slots(parents: list[int]) -> list[int]:

@@ -330,7 +330,7 @@ def event(name: str, data: dict) -> str:
 def token_event(job: Job, i: int, u: int, ev: Event) -> str:
     """Apply one engine event; the `token` event for the text it adds to item i ("" when none)."""
     delta = job.apply(i, u, ev)
-    if not delta or not job.streams_tokens:
+    if not delta:
         return ""
     token = ev if isinstance(ev, int) else None
     data = {"index": i, "token": {"id": token, "text": delta}, "text": job.items[i].streamed}
@@ -342,7 +342,7 @@ async def sse(job: Job, body: TranslateRequest, service: Service) -> AsyncIterat
     queued up while the client was being served go out together, in one write."""
     keepalive = service.settings.keepalive_seconds
     try:
-        for i, delta in job.start() if job.streams_tokens else ():
+        for i, delta in job.start():
             yield event("token", {"index": i, "token": {"id": None, "text": delta}, "text": delta})
         while not job.finished:
             try:

@@ -205,22 +205,23 @@ class EngineCore:
         self.batch, self.pending = None, None
 
     def _collect(self, outputs: list[StepOutput], now: float) -> None:
-        """Tokens for streaming requests, results for finished ones; TTFT per request, ITL once per step."""
+        """Tokens for streaming requests (a beam request's stable ones, perhaps several), results for finished ones;
+        TTFT per request, ITL once per step for one-row requests (beams output in bursts)."""
         eos, continued = self.model.cfg.eos_id, 0
         for out in outputs:
             req = self.running[out.id]
-            if out.token is not None and out.token != eos:
+            if tokens := out.streamed(eos):
                 if req.last_token is None:
                     req.last_token = now
                     self.metrics.ttft.observe(now - req.arrival)
-                else:
+                elif out.token is not None:
                     continued += 1
                 if req.stream:
                     box = self._box(req.front)
-                    box.ids.append(req.id)
-                    box.tokens.append(out.token)
+                    box.ids += [req.id] * len(tokens)
+                    box.tokens += tokens
             if out.finished:
-                if req.last_token is None:  # beams: the first output arrives with the result
+                if req.last_token is None:  # beams that never had a stable token: the first output is the result
                     self.metrics.ttft.observe(now - req.arrival)
                 self._finish(req, out.hypotheses, now)
         observe_many(self.metrics.itl, now - self.last_step, continued)  # rows with a token last step too

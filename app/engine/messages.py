@@ -1,8 +1,9 @@
 """What HTTP fronts and an engine core say to each other (msgpack through msgspec): token ids, never text.
 
 A front sends Hello once, then Submit and Abort; the core answers Hello with Ready once it serves, and sends each
-front at most one Update per scheduling round: the jobs it accepted or refused, one new token per streaming row,
-and the results of the requests that finished. Non-streaming requests get their result only.
+front at most one Update per scheduling round: the jobs it accepted or refused, the new tokens of every streaming
+request (one per greedy or sampled request; a beam search's newly stable ones, none or several), and the results of
+the requests that finished. Non-streaming requests get their result only.
 """
 
 from __future__ import annotations
@@ -77,7 +78,7 @@ class Update(msgspec.Struct, tag=True, array_like=True):
 
     accepted: list[int] = msgspec.field(default_factory=list)  # jobs
     refused: list[tuple[int, str]] = msgspec.field(default_factory=list)  # (job, reason)
-    ids: list[int] = msgspec.field(default_factory=list)  # streaming units that got a token this step
+    ids: list[int] = msgspec.field(default_factory=list)  # streaming units, once per token they got this step
     tokens: list[int] = msgspec.field(default_factory=list)  # their tokens, in the same order
     results: list[Result] = msgspec.field(default_factory=list)
     waiting: int = 0

@@ -186,7 +186,7 @@
     details.hidden = altsBox.hidden = true;
     window.__tokenEvents = 0;
     const beams = req.alternatives > 0 || req.parameters.beam_size > 1;
-    status.textContent = beams ? "Translating with beam search: the result arrives at once…" : "Translating…";
+    status.textContent = beams ? "Translating with beam search: text appears once the beams agree on it…" : "Translating…";
     setBusy(true);
     const started = performance.now();
     let firstAt = 0, finished = false;

@@ -80,6 +80,39 @@ def streamed_text(events: list[Sse], index: int = 0) -> str:
     return "".join(e.data["token"]["text"] for e in events if e.event == "token" and e.data["index"] == index)
 
 
+def without_timing(answer: dict) -> dict:
+    """The answer with each details' request-specific fields (timings, cached) left out."""
+    details = answer["details"] if isinstance(answer["details"], list) else [answer["details"]]
+    for d in details:
+        for k in ("queue_ms", "total_ms", "cached"):
+            d.pop(k)
+    return answer
+
+
+def check_stream(url: str, q, **extra) -> list:
+    """Stream and answer as JSON; token deltas concatenate to translatedText and done equals the JSON body."""
+    r, events = stream(url, q, **extra)
+    assert r.status_code == 200
+    assert r.headers["content-type"].startswith("text/event-stream")
+    assert r.headers["cache-control"] == "no-cache"
+    assert r.headers["x-accel-buffering"] == "no"
+    answer = ok(url, q, **extra)
+    assert [e.event for e in events][-1] == "done"
+    assert [e.event for e in events[:-1]] == ["token"] * (len(events) - 1)
+    done = events[-1].data
+    assert without_timing(done) == without_timing(answer)
+    texts = [answer["translatedText"]] if isinstance(q, str) else answer["translatedText"]
+    for i, text in enumerate(texts):
+        assert streamed_text(events, i) == text
+        running = ""
+        for e in (e for e in events if e.event == "token" and e.data["index"] == i):
+            assert e.data["token"]["text"], "empty deltas are not sent"
+            assert "\ufffd" not in e.data["token"]["text"]
+            running += e.data["token"]["text"]
+            assert e.data["text"] == running  # the whole text so far
+    return events
+
+
 Samples = dict[tuple[str, frozenset], float]
 LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 

@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from model.checkpoint import load
-from tests.app.helpers import metrics, offline, value
+from tests.app.helpers import metrics, offline, value, without_timing
 from tests.app.test_translate import DEFAULT_MAX_NEW, TEXTS
 from tests.fixtures import make_native
 from tests.server import ServerProcess
@@ -29,15 +29,6 @@ def post(url: str, q, **extra) -> httpx.Response:
     r = httpx.post(url + "/translate", json={"q": q, "source": "en", "target": "es", **extra}, timeout=60)
     assert r.status_code == 200, r.text
     return r
-
-
-def without_timing(answer: dict) -> dict:
-    """The answer with each details' request-specific fields (timings, cached) left out."""
-    details = answer["details"] if isinstance(answer["details"], list) else [answer["details"]]
-    for d in details:
-        for k in ("queue_ms", "total_ms", "cached"):
-            d.pop(k)
-    return answer
 
 
 def counts(url: str) -> tuple[float, float]:

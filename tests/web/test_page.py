@@ -180,7 +180,7 @@ def test_ctrl_enter_submits(servers, browser):
 
 
 def test_alternatives_arrive_with_done(servers, browser):
-    """Alternatives need beam search: no token events, the result and the n-best list come with done."""
+    """Alternatives need beam search: its text streams once stable, and the n-best list comes with done."""
     url = servers["ok"].url
     open_page(browser, url)
     fill(browser, TEXT, alternatives=2)
@@ -188,7 +188,7 @@ def test_alternatives_arrive_with_done(servers, browser):
     final = wait_done(browser)
     expected = answer(url, TEXT, alternatives=2)
     assert final == expected["translatedText"]
-    assert js(browser, "return window.__tokenEvents") == 0
+    assert js(browser, "return window.__tokenEvents") >= 1
     items = js(browser, "return [...document.querySelectorAll('#alternatives li')].map(li => li.textContent)")
     assert items == expected["alternatives"] and len(items) == 2
     assert browser.find_element(By.ID, "alts-box").is_displayed()
