@@ -9,18 +9,8 @@ def test_nllb_codes_map_to_iso_639_1_once_each():
     nllb = pytest.importorskip("transformers.models.nllb.tokenization_nllb").FAIRSEQ_LANGUAGE_CODES
     codes = api_codes(nllb)
     assert len(codes) == len(nllb) == len(set(codes.values()))  # every token has its own API code
-    expected = {
-        "es": "spa_Latn",
-        "ar": "arb_Arab",
-        "zh": "zho_Hans",
-        "zt": "zho_Hant",
-        "fa": "pes_Arab",
-        "ms": "zsm_Latn",
-        "az": "azj_Latn",
-        "ks": "kas_Arab",
-        "ks-Deva": "kas_Deva",
-        "ast": "ast_Latn",
-    }
+    expected = {"es": "spa_Latn", "ar": "arb_Arab", "zh": "zho_Hans", "zt": "zho_Hant", "fa": "pes_Arab",
+                "ms": "zsm_Latn", "az": "azj_Latn", "ks": "kas_Arab", "ks-Deva": "kas_Deva", "ast": "ast_Latn"}
     assert {code: codes[code] for code in expected} == expected
     assert sum(len(c) == 2 for c in codes) > 130  # most have an ISO 639-1 code
 
@@ -30,22 +20,14 @@ def test_m2m100_mbart_and_opus_mt_codes():
     assert api_codes(["en_XX", "zh_CN", "pt_XX"]) == {"en": "en_XX", "zh": "zh_CN", "pt": "pt_XX"}
     tokens = [">>fr<<", ">>spa<<", ">>pt_br<<", ">>cmn_Hans<<", ">>cmn_Hant<<", ">>por<<"]
     assert api_codes(tokens) == {
-        "fr": ">>fr<<",
-        "es": ">>spa<<",
-        "pb": ">>pt_br<<",
-        "zh": ">>cmn_Hans<<",
-        "zt": ">>cmn_Hant<<",
-        "pt": ">>por<<",
+        "fr": ">>fr<<", "es": ">>spa<<", "pb": ">>pt_br<<", "zh": ">>cmn_Hans<<", "zt": ">>cmn_Hant<<", "pt": ">>por<<"
     }
     assert api_codes(["<pad>", "▁the", "en_US_x"]) == {}
 
 
 def test_names_and_pairs():
     assert [language_name(c) for c in ("es", "zt", "ks-Deva", "qqq")] == [
-        "Spanish",
-        "Chinese (Traditional)",
-        "Kashmiri (Deva)",
-        "qqq",
+        "Spanish", "Chinese (Traditional)", "Kashmiri (Deva)", "qqq"
     ]
     multi = Languages(("en", "es", "fr"), ("en", "es", "fr"), {"en": 10, "es": 11, "fr": 12}, forced=True)
     assert (multi.prefix("es", "fr"), multi.forced_bos("fr"), multi.serves("fr", "fr")) == ([11], 12, False)

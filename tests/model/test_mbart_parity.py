@@ -49,9 +49,8 @@ def test_logits_match_with_padding(pair):
 def test_generate_matches_with_forced_target_and_eos_tokens(pair, beams):
     hf, ours = pair
     for src in ([100, 5, 6, 7, 8, 2], [101, 9, 10, 2], [100, 30, 31, 32, 33, 34, 35, 2]):
-        ref = hf.generate(
-            torch.tensor([src]), num_beams=beams, max_new_tokens=10, forced_bos_token_id=103, bad_words_ids=[[1]]
-        )
+        ref = hf.generate(torch.tensor([src]), num_beams=beams, max_new_tokens=10, forced_bos_token_id=103,
+                          bad_words_ids=[[1]])
         params = DecodeParams(beam_size=beams, max_new_tokens=10, forced_bos_id=103, forced_eos=True)  # mBART's config
         hyp = generate(ours, [Request(0, src, params)])[0][0]
         assert hyp.tokens + [2] * (len(hyp.tokens) < 10) == ref[0].tolist()[1:]  # EOS, chosen or forced, ends it
