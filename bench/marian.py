@@ -103,6 +103,16 @@ def write(out: Path, shape: dict = CPU, seed: int = 0, **config) -> Path:
     return out
 
 
+def write_opus_mt(out: Path, shape: dict = CPU) -> Path:
+    """A random Marian checkpoint with OPUS-MT's generation config (beam 4, max_length 512, pad never generated)."""
+    path = write(out, shape)
+    pad = shape["vocab"] - 1
+    gen = json.loads((path / "generation_config.json").read_text(encoding="utf-8"))
+    gen |= {"num_beams": 4, "max_length": 512, "bad_words_ids": [[pad]]}
+    (path / "generation_config.json").write_text(json.dumps(gen, indent=2), encoding="utf-8")
+    return path
+
+
 def sources(n: int, vocab: int, seed: int = 1, eos: int = EOS, first: int = FIRST) -> list[list[int]]:
     """Random source ids, 10-40 tokens each with `eos` last; ids from `first` up, never the last (Marian's pad)."""
     rng = random.Random(seed)
