@@ -15,8 +15,9 @@ METHOD = (
     "multiply-adds plus attention's QK^T and AV. Bounds: bytes / the card's copy bandwidth (one 1 GiB "
     "device-to-device copy, read + write, CUDA events) and FLOPs / its matmul rate (8192^3 GEMM in the step's "
     "dtype); the step: graph replays of the captured (R, largest span) step timed back to back with CUDA events; "
-    "kernels: torch.profiler's device kernels in one replay; wall: the cell's wall time per step (host work "
-    "included, spans growing over the 64 steps)."
+    "kernels: torch.profiler's device kernels in one replay (in the step run eagerly if it sees none there); "
+    "wall: the cell's wall time per step (host work included, spans growing over the decode). On a CPU the same "
+    "with the wall clock, small sizes and the eager step."
 )
 
 
@@ -155,7 +156,8 @@ def _facts(result: dict) -> list[str]:
     """The bullets: machine, model, work, card, start-up, method, skipped cells."""
     m, card, args = result["machine"], result["card"], result["args"]
     where = m["gpu"] if m["gpu"] != "none" else f"{m['cpu']} (no GPU)"
-    work = f"{args['sentences']} random sources of 10-40 tokens per cell ({args['batch1_sentences']} at batch 1)"
+    work = f"{args['sentences']} random sources of 10-40 tokens per cell (more where a cell's batch is larger)"
+    work += f", {args['batch1_sentences']} at batch 1" if 1 in args["batch_sizes"] else ""
     out = [
         f"- Machine: {where}, torch {m['torch']}, transformers {m['transformers']}.",
         f"- Model: random {result['label']} ({result['describe']}), saved as a Hugging Face checkpoint; ours loads "

@@ -137,11 +137,11 @@ def run_cells(args, runs: dict[str, Engine], src: list[list[int]], start: float)
     return cells, skipped
 
 
-def padded_step(static, rows: int, span: int) -> Callable[[], None]:
+def padded_step(static, rows: int, span: int, eager: bool = False) -> Callable[[], None]:
     """One padded step at (rows, span), as StaticDecoder.capture records it: its graph's replay where one was
-    captured, else the same device work run eagerly."""
+    captured (unless `eager`), else the same device work run eagerly."""
     graph = static.graphs.get((rows, span))
-    if graph is not None:
+    if graph is not None and not eager:
         return graph.replay
 
     def eager() -> None:
@@ -185,7 +185,7 @@ def roofline(static, args, cells: dict, card: dict[str, float], main: str) -> li
         row |= {"kv": work.kv, "logits": work.logits, "flops": work.flops, "step_s": seconds}
         row |= {"memory_s": work.bytes / card["bandwidth"], "compute_s": work.flops / card["flop_rate"]}
         row |= {f"x_{k}": v for k, v in multiples(seconds, work, card["bandwidth"], card["flop_rate"]).items()}
-        row["kernels"] = count_kernels(step, device)
+        row["kernels"] = count_kernels(step, device) or count_kernels(padded_step(static, rows, span, True), device)
         for (mode, batch), tps in cells.items():
             beam = 1 if mode == "greedy" else int(mode.split()[1])
             if batch * beam == rows and tps.get(main):
