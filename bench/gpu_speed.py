@@ -196,16 +196,19 @@ def roofline(static, args, cells: dict, card: dict[str, float], main: str) -> li
 
 def busy(run: Engine, src: list[list[int]], new: int) -> tuple[float, float, float]:
     """(GPU busy share, wall ms per step, launches per step) of one greedy run: kernel time from torch.profiler over
-    wall time; launches count kernel and graph launches (a graph replay is one)."""
+    the wall time of the same run unprofiled (the profiler slows the host down); launches count kernel and graph
+    launches (a graph replay is one)."""
     from torch.profiler import ProfilerActivity, profile
 
     run(src, 1, 4)
     sync()
+    start = time.perf_counter()
+    run(src, 1, new)
+    sync()
+    wall = time.perf_counter() - start
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-        start = time.perf_counter()
         run(src, 1, new)
         sync()
-        wall = time.perf_counter() - start
     events = prof.key_averages()
     kernels = sum(e.self_device_time_total for e in events) / 1e6
     launches = sum(e.count for e in events if e.key.startswith(("cudaLaunchKernel", "cudaGraphLaunch")))

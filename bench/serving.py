@@ -45,6 +45,7 @@ from model.precision import choose
 ROOT = Path(__file__).resolve().parents[1]
 SECTION = "## Serving through the engine core (bench/serving.py)"  # greedy; other loads get their own section
 ONE_POST_TARGET = 0.9
+LOADED_TARGET = 0.85  # issue 26: server / offline tokens/s under the default and the mixed load
 LOADS = ("greedy", "default", "mixed")
 LOAD_WORDS = {
     "greedy": "greedy",
@@ -316,20 +317,21 @@ def tables(runs: list[Served], args) -> list[str]:
         "",
         f"{args.requests} requests per client count, streamed (SSE), closed loop over {args.client_procs} "
         "client processes; the server's rows per step and decode step from its /metrics; offline = the same "
-        "batch code in one process at that many rows:",
+        "batch code in one process at that many rows (as requests: rows / the load's mean beam):",
         "",
         "| server | clients | tokens/s | TTFT p50 / p95 (ms) | latency p50 / p95 (ms) | rows per step | "
         "decode step (ms) | offline step at those rows (ms) | offline tokens/s | server / offline tokens/s | "
-        "errors |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        f"errors | >= {LOADED_TARGET} (issue 26) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for run in runs:
         for ld in run.loaded:
             s, o = ld.stats, ld.offline
-            errors = s.requests - s.ok
+            errors, share = s.requests - s.ok, s.tps / o.tps
             lines.append(
                 f"| {run.name} | {ld.clients} | {s.tps:.0f} | {ms(s.ttft)} | {ms(s.latency)} | {ld.rows:.1f} "
-                f"| {ld.step_ms:.2f} | {o.step_ms:.2f} | {o.tps:.0f} | {s.tps / o.tps:.2f} | {errors} |"
+                f"| {ld.step_ms:.2f} | {o.step_ms:.2f} | {o.tps:.0f} | {share:.2f} | {errors} "
+                f"| {'met' if share >= LOADED_TARGET else '**not met**'} |"
             )
     for run in runs:
         for ld in run.loaded:
