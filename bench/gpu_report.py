@@ -31,8 +31,8 @@ def _cells(result: dict) -> dict[tuple[str, int], dict[str, float]]:
     return {(c["mode"], c["batch"]): c["tps"] for c in result["cells"]}
 
 
-def _beam(mode: str) -> int:
-    """The beam width of a mode name."""
+def beam_of(mode: str) -> int:
+    """The beam width of a cell's mode ("greedy": 1, "beam N": N)."""
     return 1 if mode == "greedy" else int(mode.split()[1])
 
 
@@ -45,11 +45,11 @@ def tps_table(result: dict) -> list[str]:
     head += [f"{main} / {o}" for o in others]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for (mode, batch), tps in cells.items():
-        rows, ours = batch * _beam(mode), tps.get(main, 0.0)
+        rows, ours = batch * beam_of(mode), tps.get(main, 0.0)
         greedy = cells.get(("greedy", rows), {}).get(main)
-        same = f"{ours * _beam(mode) / greedy:.2f}x" if greedy and mode != "greedy" else "-"
+        same = f"{ours * beam_of(mode) / greedy:.2f}x" if greedy and mode != "greedy" else "-"
         row = [mode, str(batch), str(rows), *(f"{tps[n]:,.0f}" if n in tps else "-" for n in names)]
-        row += [f"{ours * _beam(mode):,.0f}", same]
+        row += [f"{ours * beam_of(mode):,.0f}", same]
         row += [f"{ours / tps[o]:.2f}x" if tps.get(o) else "-" for o in others]
         lines.append("| " + " | ".join(row) + " |")
     return lines

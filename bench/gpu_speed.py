@@ -32,6 +32,7 @@ import torch
 from bench import engines as eng
 from bench import gpu_report, marian, nllb
 from bench.engines import Engine
+from bench.gpu_report import beam_of
 from bench.machine import machine_info
 from bench.report import DOC, log, write_section
 from bench.roofline import copy_bandwidth, count_kernels, device_seconds, matmul_rate, multiples, step_work
@@ -105,7 +106,7 @@ def build(path: Path, args: argparse.Namespace, device: torch.device) -> Built:
 
 
 def mode_name(beam: int) -> str:
-    """ "greedy" or "beam N"."""
+    """A cell's mode: greedy, or beam N."""
     return "greedy" if beam == 1 else f"beam {beam}"
 
 
@@ -144,7 +145,7 @@ def padded_step(static, rows: int, span: int, eager: bool = False) -> Callable[[
     if graph is not None and not eager:
         return graph.replay
 
-    def eager() -> None:
+    def run() -> None:
         static.home.shape = (rows, min(span, static.positions), min(span, static.source))
         try:
             with torch.inference_mode(), static.attention():
@@ -152,7 +153,7 @@ def padded_step(static, rows: int, span: int, eager: bool = False) -> Callable[[
         finally:
             static.home.shape = None
 
-    return eager
+    return run
 
 
 def card_rates(device: torch.device, dtype: torch.dtype) -> dict[str, float]:
@@ -164,9 +165,9 @@ def card_rates(device: torch.device, dtype: torch.dtype) -> dict[str, float]:
     return {"bandwidth": bandwidth, "flop_rate": rate}
 
 
-def step_rows(static, args: argparse.Namespace, cells: dict) -> list[int]:
+def step_rows(static, cells: dict) -> list[int]:
     """The captured row counts the measured cells ran at (rows padded up as the decoder pads them)."""
-    wanted = {batch * (1 if mode == "greedy" else int(mode.split()[1])) for mode, batch in cells}
+    wanted = {batch * beam_of(mode) for mode, batch in cells}
     return sorted({static.rows[bisect.bisect_left(static.rows, r)] for r in wanted if r <= static.rows[-1]})
 
 
@@ -177,7 +178,7 @@ def roofline(static, args, cells: dict, card: dict[str, float], main: str) -> li
     span = static.spans[-1]
     self_span, source = min(span, static.positions), min(span, static.source)
     out = []
-    for rows in step_rows(static, args, cells):
+    for rows in step_rows(static, cells):
         step = padded_step(static, rows, span)
         seconds = device_seconds(step, args.step_iters, device)
         work = step_work(static.cfg, rows, self_span, source, dtype.itemsize, 4)
@@ -187,8 +188,7 @@ def roofline(static, args, cells: dict, card: dict[str, float], main: str) -> li
         row |= {f"x_{k}": v for k, v in multiples(seconds, work, card["bandwidth"], card["flop_rate"]).items()}
         row["kernels"] = count_kernels(step, device) or count_kernels(padded_step(static, rows, span, True), device)
         for (mode, batch), tps in cells.items():
-            beam = 1 if mode == "greedy" else int(mode.split()[1])
-            if batch * beam == rows and tps.get(main):
+            if batch * beam_of(mode) == rows and tps.get(main):
                 row[f"wall_s {mode}"] = batch / tps[main]
         out.append(row)
     return out
