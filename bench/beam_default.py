@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import random
 import statistics
@@ -49,16 +48,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def opus_mt(out: Path) -> Path:
-    """A random Marian checkpoint with OPUS-MT's generation config (beam 4, max_length 512, pad never generated)."""
-    path = marian.write(out, marian.CPU)
-    pad = marian.CPU["vocab"] - 1
-    gen = json.loads((path / "generation_config.json").read_text(encoding="utf-8"))
-    gen |= {"num_beams": 4, "max_length": 512, "bad_words_ids": [[pad]]}
-    (path / "generation_config.json").write_text(json.dumps(gen, indent=2), encoding="utf-8")
-    return path
-
-
 @contextlib.contextmanager
 def server(path: Path, checkout: Path, threads: int) -> Iterator[str]:
     """A ready server of `checkout` with default settings on the model at `path`: its base URL."""
@@ -75,7 +64,7 @@ def server(path: Path, checkout: Path, threads: int) -> Iterator[str]:
 
 def run(args: argparse.Namespace, work: Path) -> tuple[dict[str, list[float]], dict[str, float]]:
     """Every contestant --repeats times, taking turns: ({name: tokens/s per repeat}, {server: rows per step})."""
-    path = opus_mt(work / "opus-mt-en-de")
+    path = marian.write_opus_mt(work / "opus-mt-en-de")
     ct2_dir = engines.ct2_convert(path, work / "ct2")
     ck = load(path)
     texts = marian.random_lines(random.Random(1), args.texts)  # one sentence each: one request per text

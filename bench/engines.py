@@ -9,8 +9,6 @@ from pathlib import Path
 
 import torch
 
-from bench.marian import EOS
-
 Engine = Callable[[list[list[int]], int, int], list[list[int]]]
 
 
@@ -30,21 +28,22 @@ def ours(model, overlap: bool = False) -> Engine:
 
 
 def hf(model) -> Engine:
-    """`MarianMTModel.generate` with OPUS-MT's settings (pad never generated), forced to `new` tokens."""
+    """`generate` of a Marian or M2M100 (NLLB) model with its config's special tokens (pad never generated), forced
+    to `new` tokens."""
     from transformers import GenerationConfig
 
-    pad = model.config.pad_token_id
+    pad, eos, start = (getattr(model.config, f"{k}_token_id") for k in ("pad", "eos", "decoder_start"))
 
     def run(batch: list[list[int]], beam: int, new: int) -> list[list[int]]:
         width = max(map(len, batch))
         ids = torch.tensor([s + [pad] * (width - len(s)) for s in batch], device=model.device)
         gen = GenerationConfig(
-            decoder_start_token_id=pad, eos_token_id=EOS, pad_token_id=pad, bad_words_ids=[[pad]], num_beams=beam,
+            decoder_start_token_id=start, eos_token_id=eos, pad_token_id=pad, bad_words_ids=[[pad]], num_beams=beam,
             do_sample=False, max_new_tokens=new, min_new_tokens=new, length_penalty=1.0, early_stopping=False,
         )  # fmt: skip
         with torch.inference_mode():
             out = model.generate(input_ids=ids, attention_mask=(ids != pad).long(), generation_config=gen)
-        return [[t for t in row if t not in (EOS, pad)] for row in out[:, 1:].tolist()]
+        return [[t for t in row if t not in (eos, pad)] for row in out[:, 1:].tolist()]
 
     return run
 

@@ -1,15 +1,42 @@
 #!/usr/bin/env bash
-# Next GPU session (issues 13/14): the overlap scheduler's CUDA lanes, then its numbers. One call, < 600 s.
-# device run: command "bash bench/gpu_check.sh", carry [".whl"] (the wheels the GPU machine lacks: ../shared/gpu/README.md)
+# The next GPU session (issues 21 and 26) in three device calls of < 600 s each; bench/gpu_plan.md says why and how.
+# Before: `bash bench/gpu_wheels.sh` here. Then run command "bash bench/gpu_check.sh N", carry [".whl"], N = 1, 2, 3:
+#   1  the CUDA test lanes, then issue 26's serving loads (default OPUS-MT beam 4, and mixed) at 64 and 256 clients
+#   2  bench.gpu_speed --shape opus: greedy and beam 4 at 1/32/64/256 against transformers fp16/fp32, the roofline
+#   3  bench.gpu_speed --shape nllb600m: the same at batch 64
+# "bash bench/gpu_check.sh 2 before" (carry [".whl", ".before"]): stage 2 or 3 with the model package in .before/
+# (another tree's model/, e.g. main's) under this tree's benchmarks, into $OUT/before/.
+# After: python -m bench.report docs/benchmarks.md FILES_AT/*.md   (the sections it wrote under $OUT)
 set -x
+stage=${1:?usage: bash bench/gpu_check.sh 1|2|3 [before]}
+out=${OUT:-/tmp/gpu_check_out}
+repo=$PWD
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
-export PYTHONPATH=/tmp/site:$PWD PATH=/tmp/site/bin:$PATH PYTHONUNBUFFERED=1
-cp docs/benchmarks.md $OUT/benchmarks.md
-python3 -m bench.opus_shape /tmp/opus-mt-en-de > /dev/null 2>&1 &
-timeout 150 python3 -m pytest -q -p no:cacheprovider tests/model/test_overlap.py tests/model/test_static.py \
-  tests/app/test_overlap.py tests/app/test_cuda.py tests/model/test_decoding.py 2>&1 | tee $OUT/tests.log | tail -12
-wait
-timeout 150 python3 -m bench.gpu_speed --compare-overlap --output $OUT/benchmarks.md 2>&1 | tee $OUT/gpu_speed.log | tail -30
-flags="--device cuda --model /tmp/opus-mt-en-de --clients 64,256 --client-procs 8 --workers 4 --threads 4 --requests 2048"
-timeout 110 python3 -m bench.serving $flags --out $OUT/benchmarks.md 2>&1 | tee $OUT/serving.log | grep -E "^this tree|^\| this"
-timeout 110 python3 -m bench.serving $flags --overlap off --no-write 2>&1 | tee $OUT/serving_seq.log | grep -E "^this tree|^\| this"
+export PYTHONPATH=/tmp/site:$repo PATH=/tmp/site/bin:$PATH PYTHONUNBUFFERED=1
+if [ "${2:-}" = before ]; then  # `model` from .before/, `bench` and `tests` from this tree (run outside the tree)
+  [ -d .before/model ] && [ "$stage" != 1 ] || { echo "before: needs .before/model and stage 2 or 3" >&2; exit 2; }
+  export PYTHONPATH=/tmp/site:$repo/.before:$repo
+  out=$out/before
+  cd /tmp
+fi
+mkdir -p "$out"
+nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,clocks.max.mem --format=csv > "$out/gpu.txt" 2>&1
+case $stage in
+1)
+  python3 -m bench.opus_shape /tmp/opus-mt-en-de --beam-default > /dev/null 2>&1 &
+  lanes=$( (grep -rlE "cuda" tests/model tests/app --include='test_*.py'; ls tests/model/test_*parity*.py \
+    tests/model/test_decoding.py tests/app/test_overlap.py) | sort -u)  # CUDA lanes, parity with transformers
+  timeout 220 python3 -m pytest -q -p no:cacheprovider $lanes 2>&1 | tee "$out/tests.log" | tail -15
+  wait
+  flags="--device cuda --model /tmp/opus-mt-en-de --clients 64,256 --client-procs 8 --workers 4 --threads 4"
+  for load in default mixed; do
+    timeout 170 python3 -m bench.serving $flags --requests 1024 --repeats 3 --load $load \
+      --out "$out/serving-$load.md" 2>&1 | tee "$out/serving-$load.log" | grep -E "^this tree|^\| this"
+  done
+  ;;
+2) timeout 560 python3 -m bench.gpu_speed --shape opus --budget 380 --out "$out" --no-write 2>&1 \
+     | tee "$out/gpu_speed-opus.log" | tail -60 ;;
+3) timeout 560 python3 -m bench.gpu_speed --shape nllb600m --budget 380 --out "$out" --no-write 2>&1 \
+     | tee "$out/gpu_speed-nllb600m.log" | tail -40 ;;
+*) echo "unknown stage $stage" >&2; exit 2 ;;
+esac

@@ -1,194 +1,298 @@
-"""GPU decoding speed: our engine (the static-shape step replayed as CUDA graphs) against `transformers` generate.
+"""GPU decoding speed against the roofline: our engine (the static-shape step replayed as CUDA graphs) and
+`transformers` generate on one random model shape, and the step's bytes and FLOPs against the card's measured copy
+bandwidth and matmul rate.
 
-    python -m bench.gpu_speed                     # on a GPU: OPUS-MT shape, writes its section of docs/benchmarks.md
-    python -m bench.gpu_speed --tiny              # anywhere (CPU too): a tiny model, prints only: the benchmark runs
-    python -m bench.gpu_speed --compare-overlap   # also `ours seq`: the same engine without the overlap scheduler
+    python -m bench.gpu_speed --shape opus --out $OUT       # on a GPU: the OPUS-MT shape (a few minutes on an H100)
+    python -m bench.gpu_speed --shape nllb600m --out $OUT   # NLLB-200-distilled-600M shape, batch 64
+    python -m bench.gpu_speed --shape tiny --no-write       # anywhere, CPU too: the whole path in seconds
 
-A random `MarianMTModel` of the OPUS-MT shape (d_model 512, 6+6 layers, 8 heads, ffn 2048, vocab 58101, swish) is
-built in memory; ours gets the same weights through `model.checkpoint.hf_network`. Engines, each in float16 and
-float32: `ours` (what the server runs on CUDA: `StaticDecoder` with every (rows, span) captured, and the overlap
-scheduler: step t+1 launched before step t is read back; beam search runs step by step), `ours seq` (the same without
-overlap; with --compare-overlap), `ours eager` (the model's own step, as before static shapes; CUDA only) and `HF`
-(`MarianMTModel.generate`). Every engine is forced to
-generate exactly --new-tokens tokens per sentence (checked), greedy and beam 4, at batch 1/32/64/256; engines take
-turns batch by batch; tokens/s = tokens of the best hypothesis / wall time (synchronised). GPU busy is kernel time
-(torch.profiler) / wall time of one run of each fp16 engine, greedy at batch 64.
+The shape is written as a random Hugging Face checkpoint (bench.marian / bench.nllb, tokenizer files included) and
+loaded by ours through `model.checkpoint.load` and by `transformers` through `from_pretrained`. Engines: `ours DTYPE`
+(what the server runs on CUDA: `StaticDecoder` with every (rows, span) captured, and the overlap scheduler; on CPU the
+model itself), `ours seq` (no overlap; --compare-overlap), `ours eager` (the model's own step; --eager, CUDA only) and
+`HF DTYPE` (`generate`). Every engine is forced to generate exactly --new-tokens tokens per sentence (checked); engines
+take turns batch by batch; tokens/s = tokens of the best hypothesis / wall time (synchronised). Each beam cell is
+followed by ours greedy at the rows it reaches (issue 26: a beam row against a greedy row). --budget bounds the run:
+cells that would start after it are skipped and listed.
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
+import bisect
+import json
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 
 import torch
 
 from bench import engines as eng
+from bench import gpu_report, marian, nllb
 from bench.engines import Engine
+from bench.gpu_report import beam_of
 from bench.machine import machine_info
-from bench.marian import OPUS, TINY, hf_model, ours_of, sources
-from bench.report import DOC, command, write_section
+from bench.report import DOC, log, write_section
+from bench.roofline import copy_bandwidth, count_kernels, device_seconds, matmul_rate, multiples, step_work
 from bench.timing import Local, sync, time_cell
 
-SECTION = "## GPU decoding (bench/gpu_speed.py)"
-DTYPES = {"fp16": torch.float16, "fp32": torch.float32}
-METHOD = (
-    "Model: random `MarianMTModel` (d_model 512, 6+6 layers, 8 heads, ffn 2048, vocab 58101, swish; `--tiny`: d_model "
-    "64, 2+2 layers, vocab 1000), ours with the same weights. `ours`: `StaticDecoder` with its CUDA graphs and the "
-    "overlap scheduler (the server's path on CUDA; beam search runs step by step); `ours seq`: the same without "
-    "overlap; `ours eager`: the model's own step, as before static shapes; `HF`: `generate` with "
-    "`bad_words_ids=[[pad]]`. Engines take turns batch by batch; tokens/s = tokens of the best hypothesis / wall time "
-    "(synchronised), every sentence forced to the same length (checked). GPU busy: kernel time (torch.profiler) / "
-    "wall time of one greedy run at batch 64."
-)
+DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
+MAX_SOURCE = 40  # bench.marian.sources: at most 40 tokens
 
 
-def build(shape: dict, device: str) -> tuple[torch.nn.Module, torch.nn.Module]:
-    """A random Marian model and ours with its weights, both float32 on `device`."""
-    hf = hf_model(shape)
-    return hf.to(device), ours_of(hf).to(device)
+@dataclass(frozen=True)
+class Spec:
+    """A model shape: its family's builder module (bench.marian or bench.nllb), sizes, label and default work."""
+
+    family: ModuleType
+    shape: dict
+    label: str
+    batches: tuple[int, ...]
+    sentences: int
 
 
-def engines(hf: torch.nn.Module, ours: torch.nn.Module, args: argparse.Namespace) -> dict[str, Engine]:
-    """Every engine of the run by name, ours first."""
+SHAPES = {
+    "opus": Spec(marian, marian.OPUS, "OPUS-MT shape", (1, 32, 64, 256), 256),
+    "nllb600m": Spec(nllb, nllb.NLLB600M, "NLLB-200-distilled-600M shape", (64,), 128),
+    "nllb1.3b": Spec(nllb, nllb.NLLB1_3B, "NLLB-200 1.3B shape", (64,), 128),
+    "tiny": Spec(marian, marian.TINY, "tiny Marian shape", (1, 4), 4),
+    "tiny-nllb": Spec(nllb, nllb.TINY, "tiny NLLB shape", (4,), 4),
+}
+
+
+@dataclass
+class Built:
+    """The engines of a run by name, ours' static decoders by dtype, and what starting each one cost."""
+
+    runs: dict[str, Engine]
+    statics: dict[str, object]
+    startup: dict[str, dict[str, float]]
+
+
+def build(path: Path, args: argparse.Namespace, device: torch.device) -> Built:
+    """Ours (loaded by model.checkpoint.load, its graphs captured) and `transformers` in each dtype asked for."""
+    from transformers import AutoModelForSeq2SeqLM
+    from transformers.utils import logging as hf_logging
+
+    from model.checkpoint import load
     from model.static import StaticDecoder
 
-    out, cuda = {}, ours.device.type == "cuda"
+    hf_logging.set_verbosity_error()
+    out, cuda = Built({}, {}, {}), device.type == "cuda"
     rows = max(args.batch_sizes) * max(args.beams)
-    for name, dtype in DTYPES.items():
-        model = ours.to(dtype) if dtype == torch.float32 else _copy(ours, dtype)
-        if cuda:
-            static = StaticDecoder(model, rows, args.new_tokens + 1, 40)  # sources are at most 40 tokens
-            start = time.perf_counter()
-            count = static.capture()
-            print(f"ours {name}: captured {count} graphs in {time.perf_counter() - start:.1f}s", file=sys.stderr)
-            out[f"ours {name}"] = eng.ours(static, overlap=True)
-            if args.compare_overlap:
-                out[f"ours seq {name}"] = eng.ours(static)
-            out[f"ours eager {name}"] = eng.ours(model)
-        else:
-            out[f"ours {name}"] = eng.ours(model, overlap=True)
-            if args.compare_overlap:
-                out[f"ours seq {name}"] = eng.ours(model)
-        out[f"HF {name}"] = eng.hf(hf.to(dtype) if dtype == torch.float32 else _copy(hf, dtype))
+    for name in args.ours:
+        start = time.perf_counter()
+        model = load(path, device=str(device), dtype=DTYPES[name]).model
+        loaded = time.perf_counter() - start
+        static = out.statics[name] = StaticDecoder(model, rows, args.new_tokens + 1, MAX_SOURCE)
+        start = time.perf_counter()
+        graphs = static.capture()  # any compilation the step does happens here too
+        out.startup[f"ours {name}"] = {"load_s": loaded, "capture_s": time.perf_counter() - start, "graphs": graphs}
+        log(f"ours {name}: loaded in {loaded:.1f}s, {graphs} graphs captured in {time.perf_counter() - start:.1f}s")
+        runner = static if cuda else model
+        out.runs[f"ours {name}"] = eng.ours(runner, overlap=True)
+        if args.compare_overlap:
+            out.runs[f"ours seq {name}"] = eng.ours(runner)
+        if args.eager and cuda:
+            out.runs[f"ours eager {name}"] = eng.ours(model)
+    for name in args.hf:
+        start = time.perf_counter()
+        model = AutoModelForSeq2SeqLM.from_pretrained(path).to(device=device, dtype=DTYPES[name]).eval()
+        out.startup[f"HF {name}"] = {"load_s": time.perf_counter() - start}
+        out.runs[f"HF {name}"] = eng.hf(model)
     return out
 
 
-def _copy(module: torch.nn.Module, dtype: torch.dtype) -> torch.nn.Module:
-    """A copy of `module` in `dtype`."""
-    import copy
-
-    return copy.deepcopy(module).to(dtype)
+def mode_name(beam: int) -> str:
+    """A cell's mode: greedy, or beam N."""
+    return "greedy" if beam == 1 else f"beam {beam}"
 
 
-def timed(runs: dict[str, Engine], src: list[list[int]], batch: int, beam: int, new: int) -> dict[str, float]:
-    """Tokens/s of each engine on `src` in batches of `batch`, engines taking turns batch by batch (rotating)."""
-    cells = time_cell([Local(name, run) for name, run in runs.items()], src, batch, beam, new)
-    wrong = [name for name, c in cells.items() if c.wrong_length]
-    assert not wrong, f"{wrong} did not generate {new} tokens per sentence"
-    return {name: c.tps for name, c in cells.items()}
+def plan(args: argparse.Namespace) -> list[tuple[int, int, bool]]:
+    """(beam, batch, ours only) per cell: every beam at every batch size, then ours greedy at the row counts the beam
+    cells reach that no greedy cell has."""
+    cells = [(beam, batch, False) for beam in args.beams for batch in args.batch_sizes]
+    if 1 not in args.beams:
+        return cells
+    reached = {batch * beam for beam, batch, _ in cells if beam > 1} - set(args.batch_sizes)
+    return cells + [(1, rows, True) for rows in sorted(reached)]
+
+
+def run_cells(args, runs: dict[str, Engine], src: list[list[int]], start: float) -> tuple[dict, list[str]]:
+    """{(mode, batch): {engine: tokens/s}} of every planned cell begun within --budget seconds; the skipped ones."""
+    cells, skipped = {}, []
+    for beam, batch, ours_only in plan(args):
+        mode = mode_name(beam)
+        if time.perf_counter() - start > args.budget:
+            skipped.append(f"{mode} batch {batch}")
+            continue
+        chosen = {k: v for k, v in runs.items() if k.startswith("ours ") or not ours_only}
+        n = args.batch1_sentences if batch == 1 else max(args.sentences, batch)
+        found = time_cell([Local(k, v) for k, v in chosen.items()], src[:n], batch, beam, args.new_tokens)
+        wrong = [k for k, c in found.items() if c.wrong_length]
+        assert not wrong, f"{wrong} did not generate {args.new_tokens} tokens per sentence"
+        cells[(mode, batch)] = {k: c.tps for k, c in found.items()}
+        log(f"{mode} batch {batch}: " + ", ".join(f"{k} {v:.0f}" for k, v in cells[(mode, batch)].items()))
+    return cells, skipped
+
+
+def padded_step(static, rows: int, span: int, eager: bool = False) -> Callable[[], None]:
+    """One padded step at (rows, span), as StaticDecoder.capture records it: its graph's replay where one was
+    captured (unless `eager`), else the same device work run eagerly."""
+    graph = static.graphs.get((rows, span))
+    if graph is not None and not eager:
+        return graph.replay
+
+    def run() -> None:
+        static.home.shape = (rows, min(span, static.positions), min(span, static.source))
+        try:
+            with torch.inference_mode(), static.attention():
+                static._forward(rows, static.home)
+        finally:
+            static.home.shape = None
+
+    return run
+
+
+def card_rates(device: torch.device, dtype: torch.dtype) -> dict[str, float]:
+    """The card's copy bandwidth (bytes/s, one 1 GiB device-to-device copy) and matmul rate (FLOP/s, 8192^3 in
+    `dtype`); small sizes on a CPU."""
+    cuda = device.type == "cuda"
+    bandwidth = copy_bandwidth(device, (1 << 30) if cuda else (16 << 20), 20 if cuda else 3)
+    rate = matmul_rate(device, dtype if cuda else torch.float32, 8192 if cuda else 256, 20 if cuda else 3)
+    return {"bandwidth": bandwidth, "flop_rate": rate}
+
+
+def step_rows(static, cells: dict) -> list[int]:
+    """The captured row counts the measured cells ran at (rows padded up as the decoder pads them)."""
+    wanted = {batch * beam_of(mode) for mode, batch in cells}
+    return sorted({static.rows[bisect.bisect_left(static.rows, r)] for r in wanted if r <= static.rows[-1]})
+
+
+def roofline(static, args, cells: dict, card: dict[str, float], main: str) -> list[dict]:
+    """One row per row count: the step's bytes and FLOPs at the largest span, its measured time (graph replays timed
+    with CUDA events), kernels per step, the multiples of its bounds, and the wall time per step of the cells."""
+    device, dtype = static.device, static.out_proj.weight.dtype
+    span = static.spans[-1]
+    self_span, source = min(span, static.positions), min(span, static.source)
+    out = []
+    for rows in step_rows(static, cells):
+        step = padded_step(static, rows, span)
+        seconds = device_seconds(step, args.step_iters, device)
+        work = step_work(static.cfg, rows, self_span, source, dtype.itemsize, 4)
+        row = {"rows": rows, "span": self_span, "source": source, "bytes": work.bytes, "weights": work.weights}
+        row |= {"kv": work.kv, "logits": work.logits, "flops": work.flops, "step_s": seconds}
+        row |= {"memory_s": work.bytes / card["bandwidth"], "compute_s": work.flops / card["flop_rate"]}
+        row |= {f"x_{k}": v for k, v in multiples(seconds, work, card["bandwidth"], card["flop_rate"]).items()}
+        row["kernels"] = count_kernels(step, device) or count_kernels(padded_step(static, rows, span, True), device)
+        for (mode, batch), tps in cells.items():
+            if batch * beam_of(mode) == rows and tps.get(main):
+                row[f"wall_s {mode}"] = batch / tps[main]
+        out.append(row)
+    return out
 
 
 def busy(run: Engine, src: list[list[int]], new: int) -> tuple[float, float, float]:
     """(GPU busy share, wall ms per step, launches per step) of one greedy run: kernel time from torch.profiler over
-    wall time; launches count kernel and graph launches (a graph replay is one)."""
+    the wall time of the same run unprofiled (the profiler slows the host down); launches count kernel and graph
+    launches (a graph replay is one)."""
     from torch.profiler import ProfilerActivity, profile
 
     run(src, 1, 4)
     sync()
+    start = time.perf_counter()
+    run(src, 1, new)
+    sync()
+    wall = time.perf_counter() - start
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-        start = time.perf_counter()
         run(src, 1, new)
         sync()
-        wall = time.perf_counter() - start
     events = prof.key_averages()
     kernels = sum(e.self_device_time_total for e in events) / 1e6
     launches = sum(e.count for e in events if e.key.startswith(("cudaLaunchKernel", "cudaGraphLaunch")))
     return kernels / wall, 1000 * wall / new, launches / new
 
 
-def targets(cells: dict[tuple[str, int], dict[str, float]], busy_share: float | None) -> list[tuple[str, str, bool]]:
-    """(target, measured, met) for the issue's targets on the GPU."""
-    out = []
-    if busy_share is not None:
-        out.append(("GPU busy, ours fp16 greedy batch 64 >= 70%", f"{busy_share:.0%}", busy_share >= 0.7))
-    checks = [("beam 4", 32, "HF fp32", 10.0), ("greedy", 64, "HF fp16", 3.0), ("greedy", 256, "HF fp16", 3.0)]
-    for mode, batch, other, want in checks:
-        if (mode, batch) in cells:
-            r = cells[(mode, batch)]["ours fp16"] / cells[(mode, batch)][other]
-            out.append((f"ours fp16 / {other}, {mode} batch {batch} >= {want:.0f}x", f"{r:.2f}x", r >= want))
-    if ("greedy", 1) in cells:
-        ms = 1000 / cells[("greedy", 1)]["ours fp16"]
-        out.append(("ours fp16 greedy batch 1 <= 1.5 ms/token", f"{ms:.2f} ms", ms <= 1.5))
-    return out
-
-
-def render(args, info: str, cells, busy_rows, goals) -> str:
-    """The markdown section."""
-    names = list(next(iter(cells.values())))
-    others = [o for o in ("HF fp16", "HF fp32", "ours seq fp16") if o in names]  # overlap on / off: --compare-overlap
-    head = ["mode", "batch", *names, *(f"ours fp16 / {o}" for o in others)]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for (mode, batch), tps in cells.items():
-        ratios = [f"{tps['ours fp16'] / tps[o]:.2f}x" for o in others]
-        lines.append("| " + " | ".join([mode, str(batch), *(f"{tps[n]:.0f}" for n in names), *ratios]) + " |")
-    busy_table = ["| fp16, greedy, batch 64 | GPU busy | ms per step | launches per step |", "|---|---|---|---|"]
-    busy_table += [f"| {n} | {b:.0%} | {ms:.2f} | {k:.1f} |" for n, (b, ms, k) in busy_rows.items()] + [""]
-    goal_table = ["| target | measured | met |", "|---|---|---|"]
-    goal_table += [f"| {t} | {m} | {'yes' if ok else '**no**'} |" for t, m, ok in goals]
-    cmd = command("bench.gpu_speed")
-    return "\n".join([
-        SECTION, "", f"Generated by `{cmd}` on {info['date']}.", "",
-        f"- Machine: {info['gpu']} ({info['cpu']}), torch {info['torch']}.", f"- {METHOD}",
-        f"- Work: {args.sentences} random sources of 10-40 tokens per cell ({args.batch1_sentences} at batch 1), "
-        f"{args.new_tokens} new tokens forced per sentence.", "", "Tokens/s (higher is better):", "",
-        *lines, "", *(busy_table if busy_rows else []), *goal_table, "",
-    ])  # fmt: skip
-
-
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Command-line flags; batch sizes and sentences default per shape."""
     p = argparse.ArgumentParser(prog="python -m bench.gpu_speed", description=__doc__.split("\n\n")[0])
     ints = lambda s: [int(x) for x in s.split(",") if x]
-    p.add_argument("--tiny", action="store_true", help="a tiny model, short runs, print only (checks the benchmark)")
-    p.add_argument("--batch-sizes", type=ints, default=[1, 32, 64, 256])
-    p.add_argument("--beams", type=ints, default=[1, 4])
-    p.add_argument("--sentences", type=int, help="sentences per cell (default 256; --tiny: the batch size)")
-    p.add_argument("--batch1-sentences", type=int, default=16)
-    p.add_argument("--new-tokens", type=int, help="tokens forced per sentence (default 64; --tiny: 8)")
-    p.add_argument("--output", type=Path, default=DOC, help=f"markdown file to update (default {DOC})")
-    p.add_argument("--no-write", action="store_true", help="print only")
-    p.add_argument(
-        "--compare-overlap", action="store_true", help="also `ours seq`: our engine without the overlap scheduler"
-    )
+    names = lambda s: [x for x in s.split(",") if x]
+    p.add_argument("--shape", choices=list(SHAPES), default="opus", help="model shape (default opus)")
+    p.add_argument("--batch-sizes", type=ints, help="comma list (default: opus 1,32,64,256; nllb 64)")
+    p.add_argument("--beams", type=ints, default=[1, 4], help="beam sizes, 1 = greedy (default 1,4)")
+    p.add_argument("--sentences", type=int, help="sentences per cell (default: opus 256, nllb 128)")
+    p.add_argument("--batch1-sentences", type=int, default=16, help="sentences at batch 1 (default 16)")
+    p.add_argument("--new-tokens", type=int, help="tokens forced per sentence (default 64; tiny shapes 8)")
+    p.add_argument("--ours", type=names, default=["fp16"], help="our engine's dtypes: fp16,bf16,fp32 (default fp16)")
+    p.add_argument("--hf", type=names, default=["fp16", "fp32"], help="transformers' dtypes (default fp16,fp32)")
+    p.add_argument("--eager", action="store_true", help="also `ours eager`: the model's own step (CUDA only)")
+    p.add_argument("--compare-overlap", action="store_true", help="also `ours seq`: no overlap scheduler")
+    p.add_argument("--step-iters", type=int, help="graph replays timed per row count (default 100; CPU 2)")
+    p.add_argument("--budget", type=float, default=400.0, help="no cell starts after this many seconds (400)")
+    p.add_argument("--workdir", type=Path, help="write the checkpoint here and keep it (default: a temp dir)")
+    p.add_argument("--out", type=Path, help="also write gpu_speed-SHAPE.md and .json into this directory")
+    p.add_argument("--doc", type=Path, default=DOC, help=f"markdown file whose section is replaced (default {DOC})")
+    p.add_argument("--no-write", action="store_true", help="leave --doc alone")
     args = p.parse_args(argv)
-    args.new_tokens = args.new_tokens or (8 if args.tiny else 64)
-    args.sentences = args.sentences or (max(args.batch_sizes) if args.tiny else 256)
+    spec, tiny = SHAPES[args.shape], args.shape.startswith("tiny")
+    args.batch_sizes = args.batch_sizes or list(spec.batches)
+    args.sentences = args.sentences or spec.sentences
+    args.new_tokens = args.new_tokens or (8 if tiny else 64)
+    args.step_iters = args.step_iters or (100 if torch.cuda.is_available() else 2)
+    unknown = [d for d in args.ours + args.hf if d not in DTYPES]
+    if unknown or not args.ours:
+        p.error(f"--ours needs one or more of {list(DTYPES)}; got {args.ours}, --hf {args.hf}")
     return args
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    hf, ours = build(TINY if args.tiny else OPUS, device)
-    runs = engines(hf, ours, args)
-    src = sources(args.sentences, (TINY if args.tiny else OPUS)["vocab"])
-    cells = {}
-    for beam in args.beams:
-        for batch in args.batch_sizes:
-            mode, n = ("greedy" if beam == 1 else f"beam {beam}"), (args.batch1_sentences if batch == 1 else None)
-            cells[(mode, batch)] = timed(runs, src[: n or args.sentences], batch, beam, args.new_tokens)
-            print(f"{mode} batch {batch}: " + ", ".join(f"{k} {v:.0f}" for k, v in cells[(mode, batch)].items()))
+def measure(args: argparse.Namespace, path: Path, start: float) -> dict:
+    """Every measurement of a run, as the JSON report holds it."""
+    spec, device = SHAPES[args.shape], torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    built = build(path, args, device)
+    most = max(args.sentences, max(args.batch_sizes) * max(args.beams))
+    src = marian.sources(most, spec.shape["vocab"], 1, spec.family.EOS, spec.family.FIRST)
+    cells, skipped = run_cells(args, built.runs, src, start)
+    main = f"ours {args.ours[0]}"
+    static = built.statics[args.ours[0]]
+    card = card_rates(device, DTYPES[args.ours[0]])
+    steps = roofline(static, args, cells, card, main)
     busy_rows = {}
-    if device == "cuda":
-        for name in [n for n in runs if n.endswith("fp16")]:
-            busy_rows[name] = busy(runs[name], src[:64], args.new_tokens)
-    goals = targets(cells, busy_rows.get("ours fp16", (None,))[0])
-    info = machine_info()
-    section = render(args, info, cells, busy_rows, goals)
+    if device.type == "cuda" and 64 <= len(src):
+        busy_rows = {n: busy(r, src[:64], args.new_tokens) for n, r in built.runs.items() if n.startswith("ours ")}
+    family = spec.family.__name__.rsplit(".")[-1]
+    return {
+        "shape": args.shape, "family": family, "label": spec.label, "describe": spec.family.describe(spec.shape),
+        "config": spec.shape, "main": main, "startup": built.startup, "card": card, "skipped": skipped,
+        "cells": [{"mode": m, "batch": b, "tps": tps} for (m, b), tps in cells.items()], "steps": steps,
+        "busy": {n: dict(zip(("share", "ms_per_step", "launches"), v, strict=True)) for n, v in busy_rows.items()},
+        "machine": machine_info("transformers"), "seconds": time.perf_counter() - start,
+    }  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Build the shape, measure, print the section; write it (and the JSON) where asked."""
+    import tempfile
+
+    args, start = parse_args(argv), time.perf_counter()
+    spec = SHAPES[args.shape]
+    with tempfile.TemporaryDirectory(prefix="gpu_speed_") as tmp:
+        path = (args.workdir or Path(tmp)) / args.shape
+        if not (path / "config.json").exists():
+            spec.family.write(path, spec.shape)
+        result = measure(args, path, start)
+    result["args"] = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}
+    section = gpu_report.render(result)
     print(section)
-    if not (args.no_write or args.tiny):
-        write_section(args.output, section, SECTION)
+    if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / f"gpu_speed-{args.shape}.md").write_text(section + "\n", encoding="utf-8")
+        (args.out / f"gpu_speed-{args.shape}.json").write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    if not args.no_write:
+        write_section(args.doc, section, gpu_report.heading(result))
+    log(f"bench.gpu_speed --shape {args.shape}: {time.perf_counter() - start:.0f}s")
     return 0
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import torch
 
 EOS = 0  # Marian layout: </s> 0, <unk> 1, <pad> = vocab - 1 = decoder start
+FIRST = 2  # the first id that is no special token
 CPU = {"d_model": 256, "layers": 3, "heads": 4, "ffn": 1024, "vocab": 8000}  # bench.model_speed
 OPUS = {"d_model": 512, "layers": 6, "heads": 8, "ffn": 2048, "vocab": 58101}  # opus-mt-en-de and its kin
 TINY = {"d_model": 64, "layers": 2, "heads": 4, "ffn": 128, "vocab": 1000}
@@ -102,7 +103,17 @@ def write(out: Path, shape: dict = CPU, seed: int = 0, **config) -> Path:
     return out
 
 
-def sources(n: int, vocab: int, seed: int = 1) -> list[list[int]]:
-    """Random source ids, 10-40 tokens each with EOS last; never pad or EOS inside."""
+def write_opus_mt(out: Path, shape: dict = CPU) -> Path:
+    """A random Marian checkpoint with OPUS-MT's generation config (beam 4, max_length 512, pad never generated)."""
+    path = write(out, shape)
+    pad = shape["vocab"] - 1
+    gen = json.loads((path / "generation_config.json").read_text(encoding="utf-8"))
+    gen |= {"num_beams": 4, "max_length": 512, "bad_words_ids": [[pad]]}
+    (path / "generation_config.json").write_text(json.dumps(gen, indent=2), encoding="utf-8")
+    return path
+
+
+def sources(n: int, vocab: int, seed: int = 1, eos: int = EOS, first: int = FIRST) -> list[list[int]]:
+    """Random source ids, 10-40 tokens each with `eos` last; ids from `first` up, never the last (Marian's pad)."""
     rng = random.Random(seed)
-    return [[rng.randrange(2, vocab - 1) for _ in range(rng.randint(9, 39))] + [EOS] for _ in range(n)]
+    return [[rng.randrange(first, vocab - 1) for _ in range(rng.randint(9, 39))] + [eos] for _ in range(n)]

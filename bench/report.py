@@ -40,3 +40,28 @@ def write_section(doc: Path, section: str, heading: str) -> None:
     tmp = doc.with_name(doc.name + ".tmp")
     tmp.write_text(text, encoding="utf-8")
     tmp.replace(doc)
+
+
+def sections(text: str) -> list[tuple[str, str]]:
+    """(heading, text) of every '## ' section of a markdown text."""
+    parts = re.split(r"^(?=## )", text, flags=re.M)
+    return [(part.splitlines()[0].rstrip(), part) for part in parts if part.startswith("## ")]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """python -m bench.report DOC FILE...: each '## ' section of every FILE (what a GPU machine wrote under $OUT)
+    replaces the section of the same heading in DOC, or is appended."""
+    args = (sys.argv[1:] if argv is None else argv) or ["-h"]
+    if args[0] in ("-h", "--help") or len(args) < 2:
+        print(main.__doc__)
+        return 2 if args[0] not in ("-h", "--help") else 0
+    doc = Path(args[0])
+    for name in args[1:]:
+        for heading, section in sections(Path(name).read_text(encoding="utf-8")):
+            write_section(doc, section, heading)
+            log(f"{doc}: {heading}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

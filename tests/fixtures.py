@@ -164,18 +164,10 @@ def _fairseq_spm(out: Path) -> Path:
     return out / "sentencepiece.bpe.model"
 
 
-def make_m2m100(
-    out: Path, tokenizer: str = "nllb", seed: int = 0, generation: dict | None = None, embed_std: float = 0.5
-) -> Path:
-    """A random M2M100ForConditionalGeneration (the NLLB-200 network) with an NLLB or M2M100 tokenizer saved beside
-    it (needs `transformers`, and protobuf to read the SentencePiece model)."""
-    from transformers import (
-        GenerationConfig,
-        M2M100Config,
-        M2M100ForConditionalGeneration,
-        M2M100Tokenizer,
-        NllbTokenizer,
-    )
+def m2m100_tokenizer(out: Path, tokenizer: str = "nllb"):
+    """A tiny NLLB or M2M100 tokenizer saved in `out` (needs `transformers`, and protobuf to read the SentencePiece
+    model); returns it."""
+    from transformers import M2M100Tokenizer, NllbTokenizer
 
     out.mkdir(parents=True, exist_ok=True)
     model_file = _fairseq_spm(out)
@@ -188,6 +180,22 @@ def make_m2m100(
         (out / "vocab.json").write_text(json.dumps(vocab, ensure_ascii=False), encoding="utf-8")
         tok = M2M100Tokenizer(str(out / "vocab.json"), str(model_file), src_lang="en")
     tok.save_pretrained(out)
+    return tok
+
+
+def m2m100_ids() -> dict[str, int]:
+    """The special token ids of an M2M100/NLLB generation config: decoder start and EOS </s>, pad, BOS <s>."""
+    return {"decoder_start_token_id": 2, "eos_token_id": 2, "pad_token_id": 1, "bos_token_id": 0}
+
+
+def make_m2m100(
+    out: Path, tokenizer: str = "nllb", seed: int = 0, generation: dict | None = None, embed_std: float = 0.5
+) -> Path:
+    """A random M2M100ForConditionalGeneration (the NLLB-200 network) with an NLLB or M2M100 tokenizer saved beside
+    it (needs `transformers`, and protobuf to read the SentencePiece model)."""
+    from transformers import GenerationConfig, M2M100Config, M2M100ForConditionalGeneration
+
+    tok = m2m100_tokenizer(out, tokenizer)
     size = max([*tok.get_vocab().values(), *getattr(tok, "lang_token_to_id", {}).values()]) + 9  # + made-up words
     cfg = M2M100Config(vocab_size=size, **hf_shape())
     torch.manual_seed(seed)
@@ -199,8 +207,6 @@ def make_m2m100(
         embed = model.model.shared.weight
         embed.normal_(0, embed_std)
         model.model.decoder.layer_norm.bias.copy_(3 * embed[2] / embed[2].norm())
-    model.generation_config = GenerationConfig(
-        decoder_start_token_id=2, eos_token_id=2, pad_token_id=1, bos_token_id=0, **(generation or {})
-    )
+    model.generation_config = GenerationConfig(**m2m100_ids(), **(generation or {}))
     model.save_pretrained(out)
     return out

@@ -1,12 +1,69 @@
-"""The GPU benchmark's one command runs, at a tiny size, on whatever device this machine has."""
+"""The GPU benchmark's one command runs, at tiny shapes, on whatever device this machine has; its plan and targets."""
 
-from bench import gpu_speed
+import json
+
+from bench import gpu_report, gpu_speed
+
+TINY = ["--batch-sizes", "1,4", "--beams", "1,2", "--sentences", "4", "--batch1-sentences", "2", "--new-tokens", "3"]
 
 
-def test_gpu_benchmark_runs_at_a_tiny_size(capsys):
-    """Every engine generates the forced number of tokens (the benchmark checks it) and the table is printed."""
-    argv = ["--tiny", "--batch-sizes", "1,4", "--beams", "1,2", "--sentences", "4", "--batch1-sentences", "2"]
-    assert gpu_speed.main([*argv, "--new-tokens", "3", "--compare-overlap"]) == 0
-    out = capsys.readouterr().out
-    assert "| greedy | 4 |" in out and "| beam 2 | 4 |" in out and "ours fp16 greedy batch 1" in out
-    assert "ours seq fp16" in out  # the overlap scheduler's engine beside the sequential one
+def test_gpu_benchmark_runs_at_a_tiny_size(tmp_path, capsys):
+    """Every engine generates the forced number of tokens (the benchmark checks it); the tables, the section in the
+    doc and the JSON hold every cell, greedy at the rows the beams reached, and the roofline at each row count."""
+    doc, out = tmp_path / "benchmarks.md", tmp_path / "out"
+    assert gpu_speed.main([*TINY, "--shape", "tiny", "--compare-overlap", "--doc", str(doc), "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "| greedy | 4 | 4 |" in text and "| beam 2 | 4 | 8 |" in text and "| greedy | 8 | 8 |" in text
+    assert "ours seq fp16" in text  # the overlap scheduler's engine beside the sequential one
+    assert "ours fp16 greedy batch 1 ms per token <= 1.5" in text and "| x roofline |" in text
+    assert "## GPU decoding: tiny Marian shape (bench/gpu_speed.py)" in doc.read_text()
+    assert (out / "gpu_speed-tiny.md").read_text().strip() in doc.read_text()
+    result = json.loads((out / "gpu_speed-tiny.json").read_text())
+    assert [s["rows"] for s in result["steps"]] == [1, 2, 4, 8]
+    assert all(s["step_s"] > 0 and s["kernels"] > 0 and s["x_roofline"] > 0 for s in result["steps"])
+    assert result["steps"][2]["wall_s greedy"] > 0 and result["steps"][3]["wall_s beam 2"] > 0
+    assert {(c["mode"], c["batch"]) for c in result["cells"]} == {
+        ("greedy", 1), ("greedy", 4), ("beam 2", 1), ("beam 2", 4), ("greedy", 2), ("greedy", 8)
+    }  # fmt: skip
+    assert result["startup"]["ours fp16"]["load_s"] > 0 and result["card"]["bandwidth"] > 0
+
+
+def test_an_nllb_shape_goes_through_the_project_loader(tmp_path, capsys):
+    """The NLLB builder's checkpoint loads in ours and in `transformers`, both generate the forced tokens."""
+    argv = ["--shape", "tiny-nllb", "--batch-sizes", "2", "--beams", "1", "--sentences", "2", "--new-tokens", "2"]
+    assert gpu_speed.main([*argv, "--ours", "fp32", "--hf", "fp32", "--no-write", "--workdir", str(tmp_path)]) == 0
+    text = capsys.readouterr().out
+    assert "| greedy | 2 | 2 |" in text and "ours fp32 / HF fp32" in text and "pre-LN" in text
+    assert "ours fp32 / HF fp16, greedy batch 64, issue 21 >= 5 | not measured" in text
+    assert (tmp_path / "tiny-nllb" / "sentencepiece.bpe.model").exists()
+
+
+def test_past_the_budget_cells_are_skipped_and_listed(capsys):
+    """--budget 0: no cell runs, the section says which were skipped."""
+    assert gpu_speed.main([*TINY, "--shape", "tiny", "--budget", "0", "--hf", "", "--no-write"]) == 0
+    text = capsys.readouterr().out
+    assert "Skipped (past --budget 0 s): greedy batch 1, greedy batch 4, beam 2 batch 1, beam 2 batch 4" in text
+
+
+def test_beam_cells_bring_greedy_at_their_rows():
+    """Beam 4 at 32, 64, 256 needs greedy at 128 and 1024 rows (256 is measured anyway), ours only."""
+    args = gpu_speed.parse_args(["--shape", "opus", "--batch-sizes", "32,64,256"])
+    extra = [cell for cell in gpu_speed.plan(args) if cell[2]]
+    assert extra == [(1, 128, True), (1, 1024, True)]
+
+
+def test_targets_say_met_or_not():
+    """Beam 4 at 32 rows: 20x transformers fp32 (met), 2x fp16 (not met), 0.95x greedy at 128 rows (met); start-up
+    60 s (met); a cell the run lacks: not measured."""
+    cells = [
+        {"mode": "beam 4", "batch": 32, "tps": {"ours fp16": 2000.0, "HF fp32": 100.0, "HF fp16": 1000.0}},
+        {"mode": "greedy", "batch": 128, "tps": {"ours fp16": 8421.0}},
+    ]
+    startup = {"ours fp16": {"load_s": 10.0, "capture_s": 50.0, "graphs": 114}}
+    result = {"family": "marian", "main": "ours fp16", "cells": cells, "steps": [], "busy": {}, "startup": startup}
+    goals = {t: (v, ok) for t, v, ok in gpu_report.targets(result)}
+    assert goals["ours fp16 / HF fp32, beam 4 batch 32, issue 26 >= 10"] == ("20.00", "yes")
+    assert goals["ours fp16 / HF fp16, beam 4 batch 32, issue 26 >= 5"] == ("2.00", "**no**")
+    assert goals["beam 4 batch 32 row-tokens/s / greedy at 128 rows, issue 26 >= 0.9"] == ("0.95", "yes")
+    assert goals["ours fp16 step at 64 rows (us), issue 21 <= 250"] == ("not measured", "-")
+    assert goals["ours fp16 start-up: load + capture of every graph size (s), issue 21 <= 90"] == ("60.00", "yes")

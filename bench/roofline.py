@@ -1,0 +1,121 @@
+"""The decode step's roofline: the bytes a step must move and the FLOPs it must do, the card's measured copy bandwidth
+and matmul rate, and a measured step as a multiple of the bound.
+
+A step at `rows` rows reads the decoder's weights once (self-attention Q/K/V/O, cross-attention Q/O: its K/V
+projections ran at prefill, the FFN, the LayerNorms, the output projection and its bias; plus one token-embedding and
+one position row per row), the self-attention K/V of every row at the span, the cross-attention K/V at the source
+length, and writes its logits. Its FLOPs are the matmuls' 2 x multiply-adds and attention's QK^T and AV.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from model.config import ModelConfig
+
+
+@dataclass(frozen=True)
+class Work:
+    """What one decode step must read or write (bytes) and compute (FLOPs)."""
+
+    weights: int  # decoder weights read once (incl. the output projection) and the rows' embedding rows
+    kv: int  # self-attention K/V at the span and cross-attention K/V at the source length
+    logits: int  # the (rows, vocab) logits written
+    flops: int
+
+    @property
+    def bytes(self) -> int:
+        """Everything the step moves."""
+        return self.weights + self.kv + self.logits
+
+
+def step_parameters(cfg: ModelConfig) -> int:
+    """Parameters one decode step reads: every decoder layer less its cross-attention K/V projections (applied once
+    at prefill), the final LayerNorm (pre-LN), the embedding LayerNorm (mBART), the output projection and its bias."""
+    d, f = cfg.d_model, cfg.d_ff
+    layer = 4 * (d * d + d) + 2 * (d * d + d) + (2 * d * f + f + d) + 3 * 2 * d  # self, cross Q/O, FFN, 3 norms
+    norms = 2 * d * (cfg.pre_norm + cfg.embed_norm)
+    out = cfg.tgt_vocab_size * d + (cfg.tgt_vocab_size if cfg.final_logits_bias else 0)
+    return cfg.decoder_layers * layer + norms + out
+
+
+def step_flops(cfg: ModelConfig, rows: int, span: int, source: int) -> int:
+    """FLOPs of one step: 2 per multiply-add of the projections, the FFN and the output projection, and attention's
+    QK^T and AV over `span` positions (self) and `source` positions (cross)."""
+    d, f = cfg.d_model, cfg.d_ff
+    matmul = cfg.decoder_layers * (6 * d * d + 2 * d * f) + cfg.tgt_vocab_size * d
+    attention = cfg.decoder_layers * 2 * d * (span + source)
+    return 2 * rows * (matmul + attention)
+
+
+def step_work(cfg: ModelConfig, rows: int, span: int, source: int, element: int = 2, logit: int = 4) -> Work:
+    """The work of one step at `rows` rows, `span` self-attention positions and `source` cross-attention positions,
+    weights and K/V of `element` bytes, logits of `logit` bytes (float32, as the step writes them today)."""
+    d, layers = cfg.d_model, cfg.decoder_layers
+    weights = (step_parameters(cfg) + 2 * rows * d) * element  # + a token-embedding and a position row per row
+    kv = 2 * layers * rows * (span + source) * d * element
+    return Work(weights, kv, rows * cfg.tgt_vocab_size * logit, step_flops(cfg, rows, span, source))
+
+
+def multiples(seconds: float, work: Work, bandwidth: float, flop_rate: float) -> dict[str, float]:
+    """A measured step as multiples of its memory bound (bytes / bandwidth), its compute bound (FLOPs / rate) and the
+    roofline (the larger of the two bounds)."""
+    memory, compute = work.bytes / bandwidth, work.flops / flop_rate
+    return {"memory": seconds / memory, "compute": seconds / compute, "roofline": seconds / max(memory, compute)}
+
+
+def device_seconds(fn: Callable[[], object], iters: int, device: torch.device) -> float:
+    """Mean seconds of `fn` over `iters` calls after one warm-up, timed with CUDA events on a GPU (the calls queue
+    back to back: device time) and the wall clock elsewhere."""
+    fn()
+    if device.type != "cuda":
+        start = time.perf_counter()
+        for _ in range(iters):
+            fn()
+        return (time.perf_counter() - start) / iters
+    begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    torch.cuda.synchronize(device)
+    begin.record()
+    for _ in range(iters):
+        fn()
+    end.record()
+    end.synchronize()
+    return begin.elapsed_time(end) / 1000 / iters
+
+
+def copy_bandwidth(device: torch.device, nbytes: int, iters: int = 10) -> float:
+    """Bytes/s of one large device-to-device copy, counting what it reads and what it writes (2 x nbytes)."""
+    src = torch.empty(nbytes, dtype=torch.uint8, device=device).fill_(1)
+    dst = torch.empty_like(src)
+    return 2 * nbytes / device_seconds(lambda: dst.copy_(src), iters, device)
+
+
+def matmul_rate(device: torch.device, dtype: torch.dtype, n: int, iters: int = 10) -> float:
+    """FLOP/s of an (n, n) x (n, n) matmul in `dtype` (2 n^3 FLOPs)."""
+    a = torch.randn(n, n, device=device).to(dtype)
+    b = torch.randn(n, n, device=device).to(dtype)
+    return 2 * n**3 / device_seconds(lambda: torch.mm(a, b), iters, device)
+
+
+def count_kernels(fn: Callable[[], object], device: torch.device) -> int:
+    """Kernels one call of `fn` runs: device kernels seen by torch.profiler on a GPU (a graph replay's kernels too,
+    memory copies and sets left out), top-level aten ops on a CPU."""
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    cuda = device.type == "cuda"
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    with profile(activities=activities) as prof:
+        fn()
+        if cuda:
+            torch.cuda.synchronize(device)
+    events = prof.events()
+    if cuda:
+        kernels = [e for e in events if e.device_type == DeviceType.CUDA]
+        return sum(not e.name.startswith(("Memcpy", "Memset")) for e in kernels)
+    top = [e for e in events if e.name.startswith("aten::")]
+    return sum(e.cpu_parent is None or not e.cpu_parent.name.startswith("aten::") for e in top)
