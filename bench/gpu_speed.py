@@ -59,7 +59,7 @@ def engines(hf: torch.nn.Module, ours: torch.nn.Module, args: argparse.Namespace
     for name, dtype in DTYPES.items():
         model = ours.to(dtype) if dtype == torch.float32 else _copy(ours, dtype)
         if cuda:
-            static = StaticDecoder(model, rows, args.new_tokens + 1, 40)  # sources are at most 40 tokens
+            static = StaticDecoder(model, rows, args.new_tokens + 1, 40, max(args.beams))  # sources: at most 40 tokens
             start = time.perf_counter()
             count = static.capture()
             print(f"ours {name}: captured {count} graphs in {time.perf_counter() - start:.1f}s", file=sys.stderr)

@@ -89,12 +89,8 @@ class DecodeBatch:
             return [g for g, *_ in kept], list(range(self.rows))
         starts = place([(start, old, g.width) for g, start, old, _ in kept])
         order = sorted(range(len(kept)), key=starts.__getitem__)
-        parents, sources = [], []
-        for i in order:
-            g, start, old, rows = kept[i]
-            parents += rows
-            sources += [start + min(j, old - 1) for j in range(g.width)]  # a request's rows share one source
-        self.cache.take_(parents, sources)
+        parents = [row for i in order for row in kept[i][3]]  # a row reads its parent's slot: its request's source
+        self.cache.take_(parents)
         return [kept[i][0] for i in order], parents
 
     def step(self, model: Seq2SeqTransformer) -> tuple[DecodeBatch, list[StepOutput]]:

@@ -33,7 +33,7 @@ def _static(model: Seq2SeqTransformer, graphs: bool, **sizes) -> StaticDecoder:
     """A StaticDecoder, its every (rows, span) captured when `graphs`."""
     static = StaticDecoder(model, **sizes)
     if graphs:
-        assert static.capture() == len(static.rows) * len(static.spans)
+        assert static.capture() == len(static.rows) * len(static.spans) * len(static.widths)
     return static
 
 
@@ -81,7 +81,7 @@ def test_static_step_equals_dynamic_step(model, device, graphs):
         assert got.argmax(-1).equal(want.argmax(-1))
         assert padded.lengths.equal(dynamic.lengths) and padded.max_length == dynamic.max_length
         assert padded.max_length == int(padded.lengths.max())  # the python copies agree with the device
-        assert padded.src_len == int(padded.mask_buf[: padded.rows].sum(1).max())
+        assert padded.src_len == int(padded.mask_buf[: padded.slots].sum(1).max())
 
 
 @pytest.mark.parametrize(("device", "graphs"), LANES)
