@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from model.cache import DecoderCache
+from model.cache import PRESIZE, DecoderCache
 from model.choice import Choice, Picked, Rows, choose, pick, unpack
 from model.config import ModelConfig
 from model.processors import needs_penalties, process
@@ -37,7 +37,8 @@ class DecodeBatch:
         """Encode new requests and project their cross-attention K/V once: one row each."""
         cfg, device = model.cfg, model.device
         src, src_mask = pad_batch([r.src for r in requests], cfg.pad_id, device)
-        cache = model.start_cache(model.encode(src, src_mask), src_mask)
+        capacity = min(max(r.params.max_new_tokens for r in requests), PRESIZE)  # no growth copies up to PRESIZE
+        cache = model.start_cache(model.encode(src, src_mask), src_mask, capacity)
         groups = [Group(r, cfg.eos_id, cfg.decoder_start_id, _generator(r, device)) for r in requests]
         tokens = torch.full((len(requests),), cfg.decoder_start_id, dtype=torch.long, device=device)
         return cls(groups, cache, tokens)

@@ -17,6 +17,7 @@ from model.slots import Groups, group
 from model.transfer import upload
 
 GROW = 32  # positions added when the self-attention buffer is full
+PRESIZE = 128  # self-attention positions a new cache reserves at most up front (as many as its requests may decode)
 
 
 def _grown(x: Tensor, sizes: dict[int, int]) -> Tensor:
