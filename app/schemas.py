@@ -16,7 +16,9 @@ class Parameters(BaseModel):
     max_new_tokens: int | None = Field(None, ge=1)
     min_new_tokens: int | None = Field(None, ge=0)
     length_penalty: float | None = Field(None, ge=-10, le=10)
-    repetition_penalty: float | None = Field(None, ge=0.01, le=100, description="bounded: tiny values overflow logits")
+    repetition_penalty: float | None = Field(
+        None, ge=0.01, le=100, description="bounded: tiny values overflow logits"
+    )
     no_repeat_ngram_size: int | None = Field(None, ge=0, le=16)
     temperature: float | None = Field(None, ge=0.01, le=100, description="bounded: tiny values overflow logits")
     top_k: int | None = Field(None, ge=0)
