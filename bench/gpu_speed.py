@@ -86,7 +86,7 @@ def build(path: Path, args: argparse.Namespace, device: torch.device) -> Built:
         start = time.perf_counter()
         model = load(path, device=str(device), dtype=DTYPES[name]).model
         loaded = time.perf_counter() - start
-        static = out.statics[name] = StaticDecoder(model, rows, args.new_tokens + 1, MAX_SOURCE)
+        static = out.statics[name] = StaticDecoder(model, rows, args.new_tokens + 1, MAX_SOURCE, max(args.beams))
         start = time.perf_counter()
         graphs = static.capture()  # any compilation the step does happens here too
         out.startup[f"ours {name}"] = {"load_s": loaded, "capture_s": time.perf_counter() - start, "graphs": graphs}

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from model.cache import DecoderCache
+from model.cache import PRESIZE, DecoderCache
 from model.choice import Choice, Picked, Rows, choose, pick, unpack
 from model.config import ModelConfig
 from model.processors import needs_penalties, process
@@ -37,7 +37,8 @@ class DecodeBatch:
         """Encode new requests and project their cross-attention K/V once: one row each."""
         cfg, device = model.cfg, model.device
         src, src_mask = pad_batch([r.src for r in requests], cfg.pad_id, device)
-        cache = model.start_cache(model.encode(src, src_mask), src_mask)
+        capacity = min(max(r.params.max_new_tokens for r in requests), PRESIZE)  # no growth copies up to PRESIZE
+        cache = model.start_cache(model.encode(src, src_mask), src_mask, capacity)
         groups = [Group(r, cfg.eos_id, cfg.decoder_start_id, _generator(r, device)) for r in requests]
         tokens = torch.full((len(requests),), cfg.decoder_start_id, dtype=torch.long, device=device)
         return cls(groups, cache, tokens)
@@ -89,12 +90,8 @@ class DecodeBatch:
             return [g for g, *_ in kept], list(range(self.rows))
         starts = place([(start, old, g.width) for g, start, old, _ in kept])
         order = sorted(range(len(kept)), key=starts.__getitem__)
-        parents, sources = [], []
-        for i in order:
-            g, start, old, rows = kept[i]
-            parents += rows
-            sources += [start + min(j, old - 1) for j in range(g.width)]  # a request's rows share one source
-        self.cache.take_(parents, sources)
+        parents = [row for i in order for row in kept[i][3]]  # a row reads its parent's slot: its request's source
+        self.cache.take_(parents)
         return [kept[i][0] for i in order], parents
 
     def step(self, model: Seq2SeqTransformer) -> tuple[DecodeBatch, list[StepOutput]]:

@@ -1,7 +1,8 @@
-"""Decoder cache: cross-attention K/V projected once, self-attention K/V filled one position per step.
+"""Decoder cache: cross-attention K/V projected once per request (its source slot, shared by its beams), self-attention
+K/V filled one position per row and step.
 
-The buffers keep spare rows and positions, so requests join (`append_`), leave and reorder (`take_`) in place,
-copying only the rows that move; `select` and `concat` are the copying, value-returning forms.
+The buffers keep spare rows, slots and positions, so requests join (`append_`), leave and reorder (`take_`) in place,
+copying only the rows and slots that move; `select` and `concat` are the copying, value-returning forms.
 """
 
 from __future__ import annotations
@@ -12,9 +13,11 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from model.slots import Groups, group
 from model.transfer import upload
 
 GROW = 32  # positions added when the self-attention buffer is full
+PRESIZE = 128  # self-attention positions a new cache reserves at most up front (as many as its requests may decode)
 
 
 def _grown(x: Tensor, sizes: dict[int, int]) -> Tensor:
@@ -31,27 +34,31 @@ def _grown(x: Tensor, sizes: dict[int, int]) -> Tensor:
 
 @dataclass
 class DecoderCache:
-    """K/V for `rows` decoding rows, stored in the first rows of buffers that may hold more; every row keeps
-    its own length, so rows that joined at different steps share one batch."""
+    """K/V for `rows` decoding rows reading `slots` sources, stored in the first rows and slots of buffers that may
+    hold more; every row keeps its own length, so rows that joined at different steps share one batch."""
 
     k_buf: Tensor  # (L, R, H, T_cap, D) self-attention keys; rows [0, rows) are live
     v_buf: Tensor  # (L, R, H, T_cap, D)
-    ck_buf: Tensor  # (L, R, H, S_cap, D) cross-attention keys
-    cv_buf: Tensor  # (L, R, H, S_cap, D)
-    mask_buf: Tensor  # (R, S_cap) bool, True for real source tokens
+    ck_buf: Tensor  # (L, G_cap, H, S_cap, D) cross-attention keys per slot; slots [0, slots) are live
+    cv_buf: Tensor  # (L, G_cap, H, S_cap, D)
+    mask_buf: Tensor  # (G_cap, S_cap) bool, True for real source tokens
     len_buf: Tensor  # (R,) long: positions decoded so far
     rows: int  # live rows
     # python copies of what the device holds, so that steps and row moves need no device sync:
-    src_lens: list[int]  # per live row, its source length
+    src_lens: list[int]  # per live slot, its source length
     starts: list[int]  # per live row, `steps` when it had decoded nothing: its length is steps - start
+    row_slots: list[int]  # per live row, its slot; slots are numbered in the order of their first row
     steps: int = 0  # decode steps run
     src_len: int = 0  # longest live source: cross-attention reads positions [0, src_len)
     max_length: int = 0  # longest live length
     uniform: bool = True  # every live row has decoded max_length positions
     shape: tuple[int, int, int] | None = None  # a padded step's (rows, self positions, source positions): static shapes
+    padded_groups: Groups | None = None  # a padded step's query layout over `shape[0]` slots (None: row i, slot i)
+    groups: Groups | None = None  # the query layout over the live slots (None: row i reads slot i)
 
     def __post_init__(self) -> None:
         self._measure()
+        self.groups = group(self.row_slots, self.slots, self.len_buf.device)
 
     @classmethod
     def create(cls, cross_k: Tensor, cross_v: Tensor, src_mask: Tensor, capacity: int = GROW) -> DecoderCache:
@@ -59,7 +66,8 @@ class DecoderCache:
         n_layers, n, heads, s, dim = cross_k.shape
         buf = cross_k.new_zeros(n_layers, n, heads, capacity, dim)
         lengths = torch.zeros(n, dtype=torch.long, device=cross_k.device)
-        return cls(buf, buf.clone(), cross_k, cross_v, src_mask, lengths, n, src_mask.sum(1).tolist(), [0] * n)
+        rows = list(range(n))
+        return cls(buf, buf.clone(), cross_k, cross_v, src_mask, lengths, n, src_mask.sum(1).tolist(), [0] * n, rows)
 
     # --- live views ----------------------------------------------------------------------------
     @property
@@ -73,19 +81,24 @@ class DecoderCache:
         return self.v_buf[:, : self.rows]
 
     @property
+    def slots(self) -> int:
+        """Live source slots (requests)."""
+        return len(self.src_lens)
+
+    @property
     def cross_k(self) -> Tensor:
-        """(L, N, H, S, D)"""
-        return self.ck_buf[:, : self.rows, :, : self.src_len]
+        """(L, G, H, S, D)"""
+        return self.ck_buf[:, : self.slots, :, : self.src_len]
 
     @property
     def cross_v(self) -> Tensor:
-        """(L, N, H, S, D)"""
-        return self.cv_buf[:, : self.rows, :, : self.src_len]
+        """(L, G, H, S, D)"""
+        return self.cv_buf[:, : self.slots, :, : self.src_len]
 
     @property
     def src_mask(self) -> Tensor:
-        """(N, S) bool"""
-        return self.mask_buf[: self.rows, : self.src_len]
+        """(G, S) bool"""
+        return self.mask_buf[: self.slots, : self.src_len]
 
     @property
     def lengths(self) -> Tensor:
@@ -136,15 +149,22 @@ class DecoderCache:
         pos = torch.arange(t, device=self.len_buf.device)
         return (pos[None, :] <= self.positions()[:, None])[:, None, None, :]  # (n, 1, 1, t)
 
+    def step_groups(self) -> Groups | None:
+        """How the step's queries read the slots (None: row i reads slot i)."""
+        return self.groups if self.shape is None else self.padded_groups
+
+    def step_slots(self) -> int:
+        """Slots the step reads: the live ones, or a padded step's row count."""
+        return self.slots if self.shape is None else self.shape[0]
+
     def cross(self, layer: int) -> tuple[Tensor, Tensor]:
-        """This layer's cross-attention keys and values for the step, each (n, H, S, D)."""
-        n, _, s = self.extent()
-        return self.ck_buf[layer, :n, :, :s], self.cv_buf[layer, :n, :, :s]
+        """This layer's cross-attention keys and values for the step, each (g, H, S, D)."""
+        g, s = self.step_slots(), self.extent()[2]
+        return self.ck_buf[layer, :g, :, :s], self.cv_buf[layer, :g, :, :s]
 
     def source_mask(self) -> Tensor:
-        """(n, S) bool: the source positions each row of the step may see."""
-        n, _, s = self.extent()
-        return self.mask_buf[:n, :s]
+        """(g, S) bool: the source positions each slot of the step may see."""
+        return self.mask_buf[: self.step_slots(), : self.extent()[2]]
 
     def decoded(self) -> list[int]:
         """Positions each live row has decoded (steps launched for it), from the python copies: no device sync."""
@@ -157,58 +177,64 @@ class DecoderCache:
         self.max_length += 1
 
     # --- rows join, leave and move, in place ---------------------------------------------------
-    def take_(self, parents: Sequence[int], sources: Sequence[int] | None = None) -> None:
-        """In place, live row i becomes a copy of row parents[i] (its self-attention state) and of row
-        sources[i] (its source: cross-attention K/V, mask, length; default parents); rows past the new
-        count are dropped. Only rows whose parent or source is another row are copied."""
-        sources = parents if sources is None else sources
-        self._reserve(len(parents), self.capacity, self.src_len)
-        self._copy_rows(parents, (self.k_buf, self.v_buf), self.max_length)
-        moved = self._copy_rows(sources, (self.ck_buf, self.cv_buf, self.mask_buf, self.len_buf), self.src_len)
+    def take_(self, parents: Sequence[int]) -> None:
+        """In place, live row i becomes a copy of row parents[i] (its self-attention state and its slot); rows past
+        the new count are dropped, and so are the slots no row reads any more. Only rows and slots that move are
+        copied: beams reordering within their request never touch its cross-attention K/V."""
+        old = [self.row_slots[p] for p in parents]
+        order = list(dict.fromkeys(old))  # new slot j is old slot order[j]
+        self._reserve(len(parents), self.capacity, len(order), self.src_len)
+        moved = self._copy_rows(parents, (self.k_buf, self.v_buf, self.len_buf), self.max_length)
         if len(parents) < self.rows:  # rows that left start again at position 0 (padded steps still compute them)
             self.len_buf[len(parents) : self.rows] = 0
-        if moved or len(parents) != self.rows:  # beams reordering in their own rows keep lengths and sources
-            self.src_lens = [self.src_lens[i] for i in sources]
-            self.starts = [self.starts[i] for i in sources]
+        self._copy_rows(order, (self.ck_buf, self.cv_buf, self.mask_buf), self.src_len)
+        where = {slot: j for j, slot in enumerate(order)}
+        row_slots = [where[slot] for slot in old]
+        if moved or len(parents) != self.rows:
+            self.starts = [self.starts[i] for i in parents]
             self.rows = len(parents)
-            self._measure()
+        if len(order) != self.slots or order != list(range(len(order))):
+            self.src_lens = [self.src_lens[i] for i in order]
+        self._regroup(row_slots)
 
     def append_(self, other: DecoderCache) -> None:
-        """In place, other's rows join after this cache's rows."""
-        n, m = self.rows, other.rows
+        """In place, other's rows and slots join after this cache's."""
+        n, m, g, h = self.rows, other.rows, self.slots, other.slots
         t, s = other.max_length, other.src_len
-        self._reserve(n + m, t, s)
-        new = slice(n, n + m)
+        self._reserve(n + m, t, g + h, s)
+        new, joining = slice(n, n + m), slice(g, g + h)
         self.k_buf[:, new, :, :t] = other.self_k[:, :, :, :t]
         self.v_buf[:, new, :, :t] = other.self_v[:, :, :, :t]
-        self.ck_buf[:, new, :, :s] = other.cross_k
-        self.cv_buf[:, new, :, :s] = other.cross_v
-        self.mask_buf[new] = False
-        self.mask_buf[new, :s] = other.src_mask
+        self.ck_buf[:, joining, :, :s] = other.cross_k
+        self.cv_buf[:, joining, :, :s] = other.cross_v
+        self.mask_buf[joining] = False
+        self.mask_buf[joining, :s] = other.src_mask
         self.len_buf[new] = other.lengths
         self.src_lens = self.src_lens + other.src_lens
         self.starts = self.starts + [self.steps - other.steps + start for start in other.starts]
         self.rows = n + m
-        self._measure()
+        self._regroup(self.row_slots + [g + slot for slot in other.row_slots])
 
     def relocate_(self, home: DecoderCache) -> None:
-        """Move the live rows into `home`'s buffers (allocated once, large enough) and use those from now on."""
-        home.rows, home.src_lens, home.starts = 0, [], []
+        """Move the live rows and slots into `home`'s buffers (allocated once, large enough) and use those from now
+        on."""
+        home.rows, home.src_lens, home.starts, home.row_slots = 0, [], [], []
         home.len_buf.zero_()
         home.append_(self)
         self.k_buf, self.v_buf, self.ck_buf, self.cv_buf = home.k_buf, home.v_buf, home.ck_buf, home.cv_buf
         self.mask_buf, self.len_buf = home.mask_buf, home.len_buf
 
-    def _reserve(self, rows: int, positions: int, src_len: int) -> None:
-        """Grow the buffers to hold at least these rows (a quarter more), self positions and source positions."""
-        if rows <= self.k_buf.shape[1] and positions <= self.capacity and src_len <= self.mask_buf.shape[1]:
-            return
-        rows = max(rows, self.k_buf.shape[1] * 5 // 4)
-        pos, src = {1: rows, 3: positions}, {1: rows, 3: src_len}
-        self.k_buf, self.v_buf = _grown(self.k_buf, pos), _grown(self.v_buf, pos)
-        self.ck_buf, self.cv_buf = _grown(self.ck_buf, src), _grown(self.cv_buf, src)
-        self.mask_buf = _grown(self.mask_buf, {0: rows, 1: src_len})
-        self.len_buf = _grown(self.len_buf, {0: rows})
+    def _reserve(self, rows: int, positions: int, slots: int, src_len: int) -> None:
+        """Grow the buffers to hold at least these rows and slots (a quarter more), self and source positions."""
+        row_cap, slot_cap, src_cap = self.k_buf.shape[1], self.ck_buf.shape[1], self.mask_buf.shape[1]
+        if rows > row_cap or positions > self.capacity:
+            size = {1: max(rows, row_cap * 5 // 4) if rows > row_cap else row_cap, 3: positions}
+            self.k_buf, self.v_buf = _grown(self.k_buf, size), _grown(self.v_buf, size)
+            self.len_buf = _grown(self.len_buf, {0: size[1]})
+        if slots > slot_cap or src_len > src_cap:
+            slots = max(slots, slot_cap * 5 // 4) if slots > slot_cap else slot_cap
+            self.ck_buf, self.cv_buf = (_grown(b, {1: slots, 3: src_len}) for b in (self.ck_buf, self.cv_buf))
+            self.mask_buf = _grown(self.mask_buf, {0: slots, 1: src_len})
 
     def _copy_rows(self, parents: Sequence[int], buffers: tuple[Tensor, ...], positions: int) -> bool:
         """Row i of each buffer (rows on dim 1, or dim 0 when it has at most 2 dims) becomes row parents[i], for
@@ -218,11 +244,21 @@ class DecoderCache:
             return False
         dst, src = upload([moved, [parents[i] for i in moved]], torch.long, self.len_buf.device)
         for buf in buffers:
-            if buf.dim() > 2:  # advanced indexing: gathering from a sliced view with index_select copies all of it
-                buf[:, dst, :, :positions] = buf[:, src, :, :positions]
-            else:
+            if buf.dim() <= 2:
                 buf[dst] = buf[src]
+            elif 2 * positions < buf.shape[3]:  # advanced indexing: index_select of a sliced view is slow
+                buf[:, dst, :, :positions] = buf[:, src, :, :positions]
+            else:  # whole rows: one contiguous block each, 1.4-2x faster once half the positions are used (measured)
+                for layer in buf:  # (R, H, T_cap, D)
+                    layer.index_copy_(0, dst, layer.index_select(0, src))
         return True
+
+    def _regroup(self, row_slots: list[int]) -> None:
+        """Take the rows' new slots; the step layout is rebuilt (one upload) only when they changed."""
+        if row_slots != self.row_slots:
+            self.row_slots = row_slots
+            self.groups = group(row_slots, self.slots, self.len_buf.device)
+        self._measure()
 
     def _measure(self) -> None:
         """Recompute the longest source, the longest length and whether all are equal, from the python copies."""
@@ -234,15 +270,22 @@ class DecoderCache:
 
     # --- copying forms -------------------------------------------------------------------------
     def select(self, index: Tensor | Sequence[int]) -> DecoderCache:
-        """A new compact cache of rows `index` in that order (drops and reorders rows in one gather)."""
+        """A new compact cache of rows `index` in that order, with the slots they read (one gather each)."""
         index = torch.as_tensor(index, dtype=torch.long).tolist()
-        at = torch.tensor(index, dtype=torch.long, device=self.len_buf.device)
-        rows = lambda buf: buf.index_select(1 if buf.dim() > 2 else 0, at)
+        old = [self.row_slots[i] for i in index]
+        order = list(dict.fromkeys(old))
+        where = {slot: j for j, slot in enumerate(order)}
+        device = self.len_buf.device
+        rows, slots = (torch.tensor(at, dtype=torch.long, device=device) for at in (index, order))
+        pick = lambda buf, at: buf.index_select(1 if buf.dim() > 2 else 0, at)  # noqa: E731
         return DecoderCache(
-            *(rows(b) for b in (self.k_buf, self.v_buf, self.ck_buf, self.cv_buf, self.mask_buf, self.len_buf)),
+            *(pick(b, rows) for b in (self.k_buf, self.v_buf)),
+            *(pick(b, slots) for b in (self.ck_buf, self.cv_buf, self.mask_buf)),
+            pick(self.len_buf, rows),
             rows=len(index),
-            src_lens=[self.src_lens[i] for i in index],
+            src_lens=[self.src_lens[s] for s in order],
             starts=[self.starts[i] for i in index],
+            row_slots=[where[s] for s in old],
             steps=self.steps,
         )
 
@@ -262,7 +305,7 @@ class DecoderCache:
 
     # --- size ----------------------------------------------------------------------------------
     def tokens(self) -> int:
-        """Tokens held: decoded self-attention positions plus source positions, over all live rows."""
+        """Tokens held: decoded self-attention positions over all live rows plus source positions over all slots."""
         return int(self.lengths.sum()) + int(self.src_mask.sum())
 
     def nbytes(self) -> int:

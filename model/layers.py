@@ -9,6 +9,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from model.slots import Groups
+
 ACT = {"relu": nn.ReLU, "gelu": nn.GELU, "swish": nn.SiLU}
 
 
@@ -39,9 +41,10 @@ def attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None) -> tu
 
 
 def one_query_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
-    """softmax(q k^T / sqrt(D) + mask) v for one query per row (q (B, H, 1, D)): on CPU two batched GEMVs run 1.6-2x
-    faster than the fused attention kernel at the short spans of a decode step once B x H >= 32 (measured)."""
-    scores = torch.matmul(q, k.transpose(-2, -1)).mul_(q.shape[-1] ** -0.5)  # (B, H, 1, Tk)
+    """softmax(q k^T / sqrt(D) + mask) v for one query per row (q (B, H, 1, D)), or a few (a slot's beams): on CPU two
+    batched GEMVs run 1.6-2x faster than the fused attention kernel at the short spans of a decode step once
+    B x H >= 32 (measured)."""
+    scores = torch.matmul(q, k.transpose(-2, -1)).mul_(q.shape[-1] ** -0.5)  # (B, H, Tq, Tk)
     if mask is not None:
         scores = scores.masked_fill_(~mask, float("-inf")) if mask.dtype == torch.bool else scores.add_(mask)
     return torch.matmul(scores.softmax(-1), v)
@@ -84,16 +87,22 @@ class MultiHeadAttention(nn.Module):
         """Keys and values of `x`, each (B, H, T, D)."""
         return self.split(self.k_proj(x)), self.split(self.v_proj(x))
 
-    def forward(self, x: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
-        """Queries from x (B, Tq, d_model) over k/v (B, H, Tk, D); mask broadcasts to (B, H, Tq, Tk)."""
+    def forward(self, x: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, groups: Groups | None = None) -> Tensor:
+        """Queries from x (B, Tq, d_model) over k/v (B, H, Tk, D); mask broadcasts to (B, H, Tq, Tk). With `groups`
+        (a decode step, Tq = 1), k/v and mask are per slot (G, ...) and each row's query goes to its slot's."""
         q = self.split(self.q_proj(x))  # (B, H, Tq, D)
         b, h, t, _ = q.shape
-        if t == 1 and b * h >= 32 and q.device.type == "cpu" and q.dtype == torch.float32 and not self.training:
-            out = one_query_attention(q, k, v, mask)  # a decode step on CPU
-        else:
-            p = self.dropout if self.training else 0.0
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)  # (B, H, Tq, D)
-        return self.out_proj(out.transpose(1, 2).reshape(b, t, -1))
+        if groups is not None:
+            return self.out_proj(groups.rows(self.attend(groups.queries(q), k, v, mask, True)))  # (B, 1, d_model)
+        return self.out_proj(self.attend(q, k, v, mask, t == 1).transpose(1, 2).reshape(b, t, -1))
+
+    def attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, step: bool) -> Tensor:
+        """softmax(q k^T / sqrt(D) + mask) v: q (B, H, Tq, D) -> (B, H, Tq, D); `step`: a decode step's queries."""
+        b, h = q.shape[:2]
+        if step and b * h >= 32 and q.device.type == "cpu" and q.dtype == torch.float32 and not self.training:
+            return one_query_attention(q, k, v, mask)  # a decode step on CPU (a few queries per slot with beams)
+        p = self.dropout if self.training else 0.0
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)
 
 
 class FeedForward(nn.Module):

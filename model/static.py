@@ -2,7 +2,9 @@
 
 Rows are padded up to a few sizes, K/V live in buffers allocated once (self-attention to a fixed capacity,
 cross-attention to a fixed source length) and attention runs over one of a few spans, so a step's tensors keep their
-shapes and addresses from one step to the next. As vLLM's and SGLang's graph runners do, a batch runs the graph of the
+shapes and addresses from one step to the next. Cross-attention reads one slot per row (greedy and sampling) or, when
+a request has several rows (beams), each row's query is gathered into `max_width` places per slot through index
+buffers that are filled in place. As vLLM's and SGLang's graph runners do, a batch runs the graph of the
 next captured size; a batch above the largest size, or one that does not fit the buffers, runs the model's own eager
 step at its exact shapes.
 """
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import itertools
 import weakref
 
 import torch
@@ -18,6 +21,8 @@ from torch import Tensor
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from model.cache import DecoderCache
+from model.slots import Groups, plan
+from model.transfer import upload
 from model.transformer import Seq2SeqTransformer
 
 # attention kernels whose plans do not depend on the shapes (cuDNN's are built per new shape: 55 -> 19 ms per step on
@@ -45,12 +50,13 @@ class StaticDecoder:
     """The model with a static-shape decode step: `decode_step(tokens, cache)` moves the cache's rows into the
     preallocated buffers once, then every step runs padded (a CUDA graph replay where one was captured)."""
 
-    def __init__(self, model: Seq2SeqTransformer, max_rows: int, max_positions: int, max_source: int):
+    def __init__(self, model: Seq2SeqTransformer, max_rows: int, max_positions: int, max_source: int, max_width=8):
         cfg = model.cfg
         self.model, self.cfg = model, cfg
         self.positions = min(max_positions, cfg.max_positions)  # self-attention capacity per row
         self.source = max_source
         self.rows, self.spans = row_sizes(max_rows), span_sizes(max(self.positions, self.source))
+        self.widths = sorted({1, max_width})  # 1: row i reads slot i; else every slot has max_width query places
         weight = model.out_proj.weight
         kv = (cfg.decoder_layers, max_rows, cfg.n_heads)
         empty = lambda t: weight.new_zeros(*kv, t, cfg.head_dim)  # noqa: E731
@@ -58,12 +64,15 @@ class StaticDecoder:
             empty(self.positions), empty(self.positions), empty(self.source), empty(self.source),
             torch.zeros(max_rows, self.source, dtype=torch.bool, device=weight.device),
             torch.zeros(max_rows, dtype=torch.long, device=weight.device),
-            rows=0, src_lens=[], starts=[],
+            rows=0, src_lens=[], starts=[], row_slots=[],
         )  # fmt: skip
         self.tokens = torch.zeros(max_rows, dtype=torch.long, device=weight.device)  # (R,) inputs of a step
+        self.gather = torch.zeros(max_rows * max_width, dtype=torch.long, device=weight.device)  # (R*W,) query places
+        self.scatter = torch.zeros(max_rows, dtype=torch.long, device=weight.device)  # (R,) each row's place
+        self.planned: tuple[int, list[int]] | None = None  # (rows, row slots) the index buffers hold
         self.logits = torch.zeros(max_rows, cfg.tgt_vocab_size, device=weight.device)  # (R, V) float32 outputs
         self.buffer = self.home.k_buf  # the graphs read these buffers: they must never be replaced
-        self.graphs: dict[tuple[int, int], torch.cuda.CUDAGraph] = {}
+        self.graphs: dict[tuple[int, int, int], torch.cuda.CUDAGraph] = {}
         self.owner: weakref.ref[DecoderCache] | None = None
 
     def __getattr__(self, name: str):
@@ -86,9 +95,10 @@ class StaticDecoder:
         if key is None:
             with self.attention():
                 return self.model.decode_step(tokens, cache)
-        n, (rows, span) = cache.rows, key
+        n, (rows, span, width) = cache.rows, key
         self.tokens[:n].copy_(tokens)
         cache.shape = (rows, min(span, self.positions), min(span, self.source))
+        cache.padded_groups = self._groups(rows, width, cache)
         try:
             if key in self.graphs:
                 self.graphs[key].replay()
@@ -96,7 +106,7 @@ class StaticDecoder:
                 with self.attention():
                     self._forward(rows, cache)
         finally:
-            cache.shape = None
+            cache.shape, cache.padded_groups = None, None
         cache.advance()
         return self.logits[:n]
 
@@ -104,14 +114,30 @@ class StaticDecoder:
         """The padded step's device work: logits of the first `rows` rows into the output buffer (as float32)."""
         self.logits[:rows].copy_(self.model.step_logits(self.tokens[:rows], cache))
 
-    def _key(self, cache: DecoderCache) -> tuple[int, int] | None:
-        """(padded rows, span) for the cache's next step, or None when it runs eagerly at its own shapes."""
+    def _groups(self, rows: int, width: int, cache: DecoderCache) -> Groups | None:
+        """The padded step's query layout over `rows` slots, in the persistent index buffers (refilled in place when
+        the rows' slots changed); None when row i reads slot i."""
+        if width == 1:
+            return None
+        if self.planned != (rows, cache.row_slots):
+            gather, scatter = plan(cache.row_slots, rows, width)
+            self.gather[: rows * width].copy_(upload(gather, torch.long, self.gather.device))
+            self.scatter[:rows].copy_(upload(scatter + [0] * (rows - len(scatter)), torch.long, self.gather.device))
+            self.planned = (rows, list(cache.row_slots))
+        return Groups(width, self.gather[: rows * width], self.scatter[:rows])
+
+    def _key(self, cache: DecoderCache) -> tuple[int, int, int] | None:
+        """(padded rows, span, query places per slot) for the cache's next step, or None when it runs eagerly at its
+        own shapes."""
         if cache.rows > self.rows[-1] or cache.max_length + 1 > self.positions or cache.src_len > self.source:
+            return None
+        width = 1 if cache.groups is None else self.widths[-1]
+        if cache.groups is not None and cache.groups.width > width:
             return None
         if not self._holds(cache):
             return None
         rows = self.rows[bisect.bisect_left(self.rows, cache.rows)]
-        return rows, self.spans[bisect.bisect_left(self.spans, max(cache.max_length + 1, cache.src_len))]
+        return rows, self.spans[bisect.bisect_left(self.spans, max(cache.max_length + 1, cache.src_len))], width
 
     def _holds(self, cache: DecoderCache) -> bool:
         """Whether `cache` lives in the static buffers; it moves in (one copy) when no other live cache holds them."""
@@ -127,21 +153,21 @@ class StaticDecoder:
 
     @torch.inference_mode()
     def capture(self) -> int:
-        """Capture the padded step of every (rows, span) as a CUDA graph, largest first so that the smaller ones
+        """Capture the padded step of every (rows, span, width) as a CUDA graph, largest first so that the smaller ones
         reuse its memory (one pool); returns how many. Only before serving: warming up writes into the buffers."""
         if self.home.k_buf.device.type != "cuda":
             return 0
         pool, stream = torch.cuda.graph_pool_handle(), torch.cuda.Stream()
         stream.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(stream), self.attention():
-            for rows in reversed(self.rows):
-                for span in reversed(self.spans):
-                    self.home.shape = (rows, min(span, self.positions), min(span, self.source))
-                    self._forward(rows, self.home)  # warm-up outside the graph: kernels pick their algorithms
-                    graph = torch.cuda.CUDAGraph()
-                    with torch.cuda.graph(graph, pool=pool, stream=stream, capture_error_mode="thread_local"):
-                        self._forward(rows, self.home)
-                    self.graphs[(rows, span)] = graph
+            for rows, span, width in itertools.product(*(reversed(s) for s in (self.rows, self.spans, self.widths))):
+                self.home.shape = (rows, min(span, self.positions), min(span, self.source))
+                self.home.padded_groups = self._groups(rows, width, self.home)
+                self._forward(rows, self.home)  # warm-up outside the graph: kernels pick their algorithms
+                graph = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(graph, pool=pool, stream=stream, capture_error_mode="thread_local"):
+                    self._forward(rows, self.home)
+                self.graphs[(rows, span, width)] = graph
         torch.cuda.current_stream().wait_stream(stream)
-        self.home.shape = None
+        self.home.shape, self.home.padded_groups = None, None
         return len(self.graphs)

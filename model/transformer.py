@@ -69,7 +69,7 @@ class DecoderLayer(nn.Module):
 
     def step(self, x: Tensor, cache: DecoderCache, layer: int, self_bias: Tensor | None, src_bias: Tensor) -> Tensor:
         """One new position per row: x (N, 1, d_model); writes this layer's K/V into the cache. The additive masks
-        are the step's, shared by all layers: self_bias (N, 1, 1, t) or None, src_bias (N, 1, 1, S)."""
+        are the step's, shared by all layers: self_bias (N, 1, 1, t) or None, src_bias (G, 1, 1, S) per slot."""
 
         def self_attend(h: Tensor) -> Tensor:
             k, v = self.self_attn.project_kv(h)  # (N, H, 1, D)
@@ -77,7 +77,8 @@ class DecoderLayer(nn.Module):
             return self.self_attn(h, keys, values, self_bias)
 
         x = self.self_block(x, self_attend)
-        x = self.cross_block(x, lambda h: self.cross_attn(h, *cache.cross(layer), src_bias))
+        groups = cache.step_groups()  # how rows find their slot (None: row i reads slot i)
+        x = self.cross_block(x, lambda h: self.cross_attn(h, *cache.cross(layer), src_bias, groups))
         return self.ffn_block(x, self.ffn)
 
 
@@ -181,7 +182,7 @@ class Seq2SeqTransformer(nn.Module):
         x = self._embed("tgt", tokens, cache.positions())[:, None]  # (n, 1, d_model)
         visible = cache.self_mask()  # (n, 1, 1, t) bool, or None when every row sees every position
         self_bias = None if visible is None else additive_mask(visible, x.dtype)
-        src_bias = additive_mask(cache.source_mask(), x.dtype)[:, None, None, :]  # (n, 1, 1, S)
+        src_bias = additive_mask(cache.source_mask(), x.dtype)[:, None, None, :]  # (g, 1, 1, S) per slot
         for i, layer in enumerate(self.decoder):
             x = layer.step(x, cache, i, self_bias, src_bias)
         return self._logits(x[:, 0])

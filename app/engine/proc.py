@@ -54,7 +54,7 @@ def decoder(model: Seq2SeqTransformer, s: Settings) -> Seq2SeqTransformer | Stat
     cuda_graphs is off: then the same step runs eagerly); elsewhere the model itself."""
     if model.device.type != "cuda":
         return model
-    static = StaticDecoder(model, batch_rows(s, cuda=True), s.max_new_tokens, s.max_input_tokens)
+    static = StaticDecoder(model, batch_rows(s, cuda=True), s.max_new_tokens, s.max_input_tokens, s.max_beam_size)
     if s.cuda_graphs:
         start = time.perf_counter()
         count = static.capture()

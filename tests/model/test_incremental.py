@@ -60,15 +60,19 @@ def test_cache_select_filters_reorders_and_reports_size():
     per_token = 2 * model.cfg.decoder_layers * model.cfg.d_model * 4  # K and V, fp32
     assert cache.nbytes() == 3 * (cache.capacity + 4) * per_token
     picked = cache.select([2, 2, 0])
+    assert picked.row_slots == [0, 0, 1] and picked.src_lens == [2, 4]  # rows 0 and 1 share one copy of the source
     assert torch.equal(picked.self_k[:, 0], cache.self_k[:, 2, :, : picked.capacity])
-    assert torch.equal(picked.cross_k[:, 1], cache.cross_k[:, 2])
+    assert torch.equal(picked.cross_k[:, 0, :, :2], cache.cross_k[:, 2, :, :2])
+    assert torch.equal(picked.cross_k[:, 1], cache.cross_k[:, 0])
+    assert picked.tokens() == 3 * 1 + 2 + 4  # each source counted once
     kept = cache.filter([2])
     assert kept.src_mask.shape == (1, 2)  # the source buffer shrinks to the longest remaining row
 
 
 @torch.inference_mode()
 def test_in_place_take_equals_the_copying_select():
-    """take_ (rows move in place, beams reorder) leaves every live row as select (a fresh gather) builds it."""
+    """take_ (rows move in place, beams reorder) leaves every live row as select (a fresh gather) builds it, and every
+    row reads the source of the row it copied, from a slot its request's rows share."""
     model = _model()
     src = torch.randint(3, 80, (6, 7))
     mask = torch.ones(6, 7, dtype=torch.bool)
@@ -79,21 +83,26 @@ def test_in_place_take_equals_the_copying_select():
     late = model.start_cache(model.encode(src[:2, :4], mask[:2, :4]), mask[:2, :4])
     model.decode_step(torch.randint(3, 80, (2,)), late)
     cache.append_(late)  # rows of different lengths: 5, 5, 5, 5, 5, 5, 1, 1
-    # rows 0-4 after the first take_ have lengths 1, 5, 5, 5, 5; the second grows to 6 rows and shares sources
-    for parents, sources in (([7, 2, 2, 0, 5], None), ([3, 3, 4, 4, 0, 0], [3, 3, 3, 3, 0, 0])):
-        self_expected = cache.select(parents)
-        cross_expected = cache.select(sources or parents)
-        cache.take_(parents, sources)
-        t = self_expected.max_length
+    # rows 0-4 after the first take_ have lengths 1, 5, 5, 5, 5; the second makes 3 slots of 2 rows (blocks), the
+    # third mixes widths 1 and 2 (gathered), the fourth reorders within slots only
+    for parents in ([7, 2, 2, 0, 5], [3, 3, 4, 4, 0, 0], [4, 2, 5, 3], [1, 0, 3, 2]):
+        expected = cache.select(parents)
+        old = [cache.row_slots[p] for p in parents]
+        sources = [(cache.cross_k[:, slot].clone(), cache.src_lens[slot]) for slot in old]  # before they move
+        cache.take_(parents)
+        t = expected.max_length
         assert cache.rows == len(parents) and cache.max_length == t
         lengths = cache.lengths.tolist()  # the python copies agree with the device
         assert (cache.max_length, cache.uniform) == (max(lengths), min(lengths) == max(lengths))
         assert cache.src_len == int(cache.src_mask.sum(1).max())
-        assert torch.equal(cache.lengths, cross_expected.lengths)
-        assert torch.equal(cache.src_mask, cross_expected.src_mask)
+        assert cache.row_slots == expected.row_slots and cache.src_lens == expected.src_lens
+        assert cache.slots == len(set(cache.row_slots)) == len(set(old))
+        assert torch.equal(cache.lengths, expected.lengths)
+        assert torch.equal(cache.src_mask, expected.src_mask)
         for row, length in enumerate(cache.lengths.tolist()):
-            assert torch.equal(cache.self_k[:, row, :, :length], self_expected.self_k[:, row, :, :length])
-            assert torch.equal(cache.self_v[:, row, :, :length], self_expected.self_v[:, row, :, :length])
-            n = int(cache.src_mask[row].sum())
-            assert torch.equal(cache.cross_k[:, row, :, :n], cross_expected.cross_k[:, row, :, :n])
-            assert torch.equal(cache.cross_v[:, row, :, :n], cross_expected.cross_v[:, row, :, :n])
+            assert torch.equal(cache.self_k[:, row, :, :length], expected.self_k[:, row, :, :length])
+            assert torch.equal(cache.self_v[:, row, :, :length], expected.self_v[:, row, :, :length])
+            keys, n = sources[row]
+            assert torch.equal(cache.cross_k[:, cache.row_slots[row], :, :n], keys[:, :, :n])
+        for slot, n in enumerate(cache.src_lens):
+            assert torch.equal(cache.cross_v[:, slot, :, :n], expected.cross_v[:, slot, :, :n])

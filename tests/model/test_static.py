@@ -33,7 +33,7 @@ def _static(model: Seq2SeqTransformer, graphs: bool, **sizes) -> StaticDecoder:
     """A StaticDecoder, its every (rows, span) captured when `graphs`."""
     static = StaticDecoder(model, **sizes)
     if graphs:
-        assert static.capture() == len(static.rows) * len(static.spans)
+        assert static.capture() == len(static.rows) * len(static.spans) * len(static.widths)
     return static
 
 
@@ -53,18 +53,21 @@ def _encoded(model, seed: int, rows: int, length: int):
     return model.start_cache(model.encode(src, mask), mask)
 
 
+@pytest.mark.parametrize("max_width", [2, 8])
 @pytest.mark.parametrize(("device", "graphs"), LANES)
 @torch.inference_mode()
-def test_static_step_equals_dynamic_step(model, device, graphs):
+def test_static_step_equals_dynamic_step(model, device, graphs, max_width):
     """Step by step, logits within 1e-5 and the same argmax, while rows join, leave, reorder like beams, outgrow the
-    row and span sizes and come back (rows padded 3 -> 4 and 5 -> 8, spans 32 -> 40, eager above 8 rows), and
-    a row leaves at full capacity (40 positions) while padded steps go on."""
+    row and span sizes and come back (rows padded 3 -> 4 and 5 -> 8, spans 32 -> 40, eager above 8 rows), rows
+    share slots (2 or 3 rows per slot: eager above max_width, then blocks of 2), and a row leaves at full capacity
+    (40 positions) while padded steps go on."""
     model = _on(model, device)
-    static = _static(model, graphs, max_rows=8, max_positions=40, max_source=24)
+    static = _static(model, graphs, max_rows=8, max_positions=40, max_source=24, max_width=max_width)
     dynamic, padded = _encoded(model, 0, 3, 9), _encoded(model, 0, 3, 9)
     g = torch.Generator().manual_seed(5)
     events = {3: ("take", [1, 1, 0]), 6: ("join", 2), 9: ("take", [4, 0, 3, 2]), 12: ("join", 6)}
-    events |= {14: ("take", [8, 7, 6, 1]), 40: ("take", [0, 1, 2])}  # the last row leaves at length 40: padding
+    events |= {14: ("take", [8, 7, 6, 1]), 20: ("take", [0, 0, 0, 1]), 25: ("take", [3, 3, 1, 0])}
+    events |= {40: ("take", [0, 1, 2])}  # the last row leaves at length 40: padding
     for step in range(44):
         kind, arg = events.get(step, (None, None))
         if kind == "take":
@@ -81,7 +84,8 @@ def test_static_step_equals_dynamic_step(model, device, graphs):
         assert got.argmax(-1).equal(want.argmax(-1))
         assert padded.lengths.equal(dynamic.lengths) and padded.max_length == dynamic.max_length
         assert padded.max_length == int(padded.lengths.max())  # the python copies agree with the device
-        assert padded.src_len == int(padded.mask_buf[: padded.rows].sum(1).max())
+        assert padded.src_len == int(padded.mask_buf[: padded.slots].sum(1).max())
+        assert padded.row_slots == dynamic.row_slots
 
 
 @pytest.mark.parametrize(("device", "graphs"), LANES)

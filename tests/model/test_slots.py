@@ -1,0 +1,52 @@
+"""Source slots: a request's rows read one copy of its cross-attention K/V; the step's layouts and the grouped
+attention equal attending over a copy per row; the two-stage top-k equals `topk`."""
+
+import pytest
+import torch
+
+from model.choice import row_topk
+from model.layers import MultiHeadAttention, additive_mask
+from model.slots import Groups, group, plan
+
+
+def test_layouts():
+    """One row per slot: no layout (row i reads slot i); equal blocks: no index; anything else: gathered, each slot's
+    spare places repeating its first row."""
+    cpu = torch.device("cpu")
+    assert group([0, 1, 2], 3, cpu) is None and group([], 0, cpu) is None
+    assert group([0, 0, 1, 1], 2, cpu) == Groups(2)
+    mixed = group([0, 1, 1, 2], 3, cpu)
+    assert mixed.width == 2 and mixed.gather.tolist() == [0, 0, 1, 2, 3, 3] and mixed.scatter.tolist() == [0, 2, 3, 4]
+    assert plan([1, 0, 1], 4, 3) == ([1, 1, 1, 0, 2, 0, 0, 0, 0, 0, 0, 0], [3, 0, 4])  # padded slots: row 0, unread
+
+
+@pytest.mark.parametrize("heads", [2, 8])  # 2 x G < 32: scaled_dot_product_attention; 8 x G >= 32: batched GEMVs
+@pytest.mark.parametrize("row_slots", [[0, 1, 2, 3], [0, 0, 0, 1, 1, 1], [2, 0, 1, 1, 2, 3, 1], [0, 1, 1, 1, 1, 2]])
+@torch.inference_mode()
+def test_grouped_attention_equals_a_copy_per_row(heads, row_slots):
+    """Each row's query over its slot's keys, values and source mask, through the layout, equals the query over
+    per-row copies (the layout of the cache before slots)."""
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(8 * heads, heads).eval()
+    slots, n = max(row_slots) + 1, len(row_slots)
+    k, v = mha.project_kv(torch.randn(slots, 7, 8 * heads))  # (G, H, S, D) each
+    mask = torch.arange(7)[None, :] < torch.tensor([7 - i for i in range(slots)])[:, None]  # (G, S)
+    bias = additive_mask(mask, torch.float32)[:, None, None, :]  # (G, 1, 1, S)
+    x = torch.randn(n, 1, 8 * heads)
+    at = torch.tensor(row_slots)
+    want = mha(x, k[at], v[at], bias[at])
+    got = mha(x, k, v, bias, group(row_slots, slots, torch.device("cpu")) or Groups(1))
+    torch.testing.assert_close(got, want, atol=1e-6, rtol=1e-5)
+
+
+def test_two_stage_topk_equals_topk():
+    """Rows of a vocabulary that chunks evenly (8000 = 250 x 32) and one that does not (a prime: plain top-k); the
+    largest values clustered in one chunk or spread, and -inf entries (banned tokens)."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(6, 8000, generator=g)
+    x[1, 64:72] += 10.0  # the 8 largest in one chunk
+    x[2, ::2] = float("-inf")
+    for k in (1, 8, 16):
+        assert all(a.equal(b) for a, b in zip(row_topk(x, k), x.topk(k, dim=-1), strict=True))
+    odd = torch.randn(3, 7919, generator=g)
+    assert all(a.equal(b) for a, b in zip(row_topk(odd, 8), odd.topk(8, dim=-1), strict=True))
