@@ -149,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--requests", type=int, default=40)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--new-tokens", type=int, default=32)
-    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--threads", type=int, default=1, help="torch threads of each (1: see the section's analysis)")
     p.add_argument("--before", type=Path, help="also serve from this checkout (its own app code), taking turns")
     p.add_argument("--output", type=Path, default=DOC)
     p.add_argument("--no-write", action="store_true")
