@@ -22,7 +22,7 @@ from model.transformer import Seq2SeqTransformer
 
 log = logging.getLogger("mt.engine")
 T = TypeVar("T")
-PUBLISH_S = 0.25  # while requests run, the per-step metrics and the gauges reach Prometheus this often
+PUBLISH_S = 0.25  # while only decode steps happen, their metrics and the cache gauge reach Prometheus this often
 
 
 class EngineCore:
@@ -57,6 +57,7 @@ class EngineCore:
         self.decode_time, self.batch_size = Tally(metrics.step.labels("decode")), Tally(metrics.batch_size)
         self.itl = Tally(metrics.itl)
         self.published = float("-inf")  # when the step metrics and gauges last reached Prometheus
+        self.shown: tuple[int, int] | None = None  # the (waiting, running) they showed
 
     # --- input -----------------------------------------------------------------------------------
     def submit(self, front: bytes, job: Submit) -> None:
@@ -108,14 +109,16 @@ class EngineCore:
             self._clear()
 
     def flush(self) -> dict[bytes, Update]:
-        """This round's messages, one per front that has news; the metrics follow once the core is idle, or every
-        PUBLISH_S while it decodes (each Prometheus write goes to a shared file: not once per step)."""
+        """This round's messages, one per front that has news. The metrics follow when the load changes or a result
+        goes out, else every PUBLISH_S: each Prometheus write goes to a shared file, and a lone request's decode steps
+        change nothing but the step metrics and the cache gauge."""
         out, self.outbox = self.outbox, {}
         waiting, running = self.load
         for update in out.values():
             update.waiting, update.running = waiting, running
         now = time.monotonic()
-        if not running or now - self.published >= PUBLISH_S:
+        results = any(update.results for update in out.values())
+        if results or (waiting, running) != self.shown or now - self.published >= PUBLISH_S:
             self._publish(waiting, running, now)
         return out
 
@@ -127,7 +130,7 @@ class EngineCore:
         m.waiting.set(waiting)
         m.running.set(running)
         m.cache_tokens.set(self.batch.cache_tokens() if self.batch is not None else 0)  # python arithmetic, no sync
-        self.published = now
+        self.published, self.shown = now, (waiting, running)
 
     def fail_all(self, message: str) -> None:
         """Fail everything queued or running (the core stops)."""
