@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from app.engine.client import EngineGone, Overloaded
@@ -122,6 +123,31 @@ class Job:
             return self.queue.get_nowait()
         async with asyncio.timeout(timeout):  # no task per event, unlike wait_for on Python 3.11
             return await self.queue.get()
+
+    async def wait_all(
+        self,
+        check: Callable[[], Awaitable[None]] | None = None,
+        progress: Callable[[], None] | None = None,
+        every: float = 0.25,
+    ) -> None:
+        """Apply engine events until every unit has its result: `progress()` after each, `check()` at least every
+        `every` seconds even while events flow (it raises to stop, e.g. when the client has gone). Whatever raises
+        (a failed unit, `check`, cancellation) aborts the units still running."""
+        due = time.monotonic() + every
+        try:
+            while not self.finished:
+                try:
+                    self.apply(*await self.next_event(every))
+                    if progress is not None:
+                        progress()
+                except TimeoutError:
+                    pass
+                if check is not None and time.monotonic() >= due:
+                    await check()
+                    due = time.monotonic() + every
+        except BaseException:
+            self.abort()
+            raise
 
     def start(self) -> list[tuple[int, str]]:
         """Literal text before each item's first unit (all of it when the item has none), as (index, text)."""

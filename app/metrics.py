@@ -72,10 +72,28 @@ class Metrics:
         return generate_latest(registry)
 
 
-def observe_many(histogram: Histogram, value: float, n: int) -> None:
-    """n observations of one value in O(1) (every row of a decode step waited as long for its token). Uses the
-    histogram's bucket values, as Histogram.observe does; tests compare the exposed counts with the tokens."""
-    if n <= 0:
-        return
-    histogram._sum.inc(value * n)
-    histogram._buckets[bisect.bisect_left(histogram._upper_bounds, value)].inc(n)
+class Tally:
+    """Observations of one histogram gathered in this process and added to it in one go (`push`): the engine core
+    observes every decode step, and each Prometheus observation is a locked write to the metrics' shared files. Uses
+    the histogram's bucket values, as Histogram.observe does; tests compare the exposed counts with the tokens."""
+
+    def __init__(self, histogram: Histogram):
+        self.histogram = histogram
+        self.counts = [0] * len(histogram._upper_bounds)
+        self.sum = 0.0
+
+    def observe(self, value: float, n: int = 1) -> None:
+        """n observations of one value (every row of a decode step waited as long for its token)."""
+        if n > 0:
+            self.counts[bisect.bisect_left(self.histogram._upper_bounds, value)] += n
+            self.sum += value * n
+
+    def push(self) -> None:
+        """Add what was observed since the last push to the histogram."""
+        if not any(self.counts):
+            return
+        self.histogram._sum.inc(self.sum)
+        for bucket, n in zip(self.histogram._buckets, self.counts, strict=True):
+            if n:
+                bucket.inc(n)
+        self.counts, self.sum = [0] * len(self.counts), 0.0

@@ -39,7 +39,10 @@ class Settings(BaseSettings):
         "available at start-up"
     )  # fmt: skip
     max_prefill_tokens: int = Field(4096, ge=1, description="source tokens encoded per step (protects running rows)")
-    max_wait_ms: float = Field(2.0, ge=0, description="gather arrivals this long when idle")
+    max_wait_ms: float | None = Field(
+        None, ge=0, description="gather arrivals this long when idle, so that they start as one batch; default 2 on "
+        "CUDA and 0 on CPU, where a lone request would wait as long as a decode step and a late one joins after one"
+    )  # fmt: skip
     join_overhead: float | None = Field(
         None, gt=0, le=1, description="while rows run, new requests join once the decoding since the last join took "
         "at least that join's time / this share (0.1: joins cost at most about 10%; 1: join every step); "

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Annotated
@@ -289,21 +288,12 @@ def stored(answer: dict) -> dict:
 
 async def collect(job: Job, request: Request) -> None:
     """Wait for every unit; abort if the client goes away (checked even while tokens flow) or a unit fails."""
-    check = time.monotonic() + DISCONNECT_CHECK_S
-    try:
-        while not job.finished:
-            try:
-                i, u, event = await job.next_event(DISCONNECT_CHECK_S)
-                job.apply(i, u, event)
-            except TimeoutError:
-                pass
-            if time.monotonic() >= check:
-                if await request.is_disconnected():
-                    raise ApiError(499, "client_closed", "client disconnected")
-                check = time.monotonic() + DISCONNECT_CHECK_S
-    except BaseException:
-        job.abort()
-        raise
+
+    async def client_gone() -> None:
+        if await request.is_disconnected():
+            raise ApiError(499, "client_closed", "client disconnected")
+
+    await job.wait_all(check=client_gone, every=DISCONNECT_CHECK_S)
 
 
 class JobStream(StreamingResponse):

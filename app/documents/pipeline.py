@@ -41,14 +41,16 @@ class Rounds:
         self.total += sum(len(item.units) for item in job.items)
         try:
             await job.submit()
-            while not job.finished:
-                job.apply(*await job.next_event(3600.0))
-                self.done += 1
-                self.changed.set()
         except BaseException:
             job.abort()
             raise
+        await job.wait_all(progress=self._count)
         return {text: job.texts(item) for text, item in zip(unique, job.items, strict=True)}
+
+    def _count(self) -> None:
+        """One more unit finished."""
+        self.done += 1
+        self.changed.set()
 
 
 def check_limits(doc: Document, settings: Settings) -> None:

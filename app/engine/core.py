@@ -15,13 +15,14 @@ import torch
 from app.engine.messages import Hyp, Result, Submit, Update
 from app.engine.request import EngineRequest, Status
 from app.engine.scheduler import Limits, Scheduler
-from app.metrics import Metrics, observe_many
+from app.metrics import Metrics, Tally
 from model.batch import DecodeBatch, Pending
 from model.search import Hypothesis, Request, StepOutput
 from model.transformer import Seq2SeqTransformer
 
 log = logging.getLogger("mt.engine")
 T = TypeVar("T")
+PUBLISH_S = 0.25  # while only decode steps happen, their metrics and the cache gauge reach Prometheus this often
 
 
 class EngineCore:
@@ -52,7 +53,11 @@ class EngineCore:
         self.outbox: dict[bytes, Update] = {}
         self.last_step = 0.0  # when the previous decode step's tokens came out
         metrics.add_model(name)
-        self.encode_time, self.decode_time = metrics.step.labels("encode"), metrics.step.labels("decode")
+        self.encode_time = metrics.step.labels("encode")
+        self.decode_time, self.batch_size = Tally(metrics.step.labels("decode")), Tally(metrics.batch_size)
+        self.itl = Tally(metrics.itl)
+        self.published = float("-inf")  # when the step metrics and gauges last reached Prometheus
+        self.shown: tuple[int, int] | None = None  # the (waiting, running) they showed
 
     # --- input -----------------------------------------------------------------------------------
     def submit(self, front: bytes, job: Submit) -> None:
@@ -104,16 +109,28 @@ class EngineCore:
             self._clear()
 
     def flush(self) -> dict[bytes, Update]:
-        """This round's messages, one per front that has news; the gauges follow the new state."""
+        """This round's messages, one per front that has news. The metrics follow when the load changes or a result
+        goes out, else every PUBLISH_S: each Prometheus write goes to a shared file, and a lone request's decode steps
+        change nothing but the step metrics and the cache gauge."""
         out, self.outbox = self.outbox, {}
         waiting, running = self.load
         for update in out.values():
             update.waiting, update.running = waiting, running
+        now = time.monotonic()
+        results = any(update.results for update in out.values())
+        if results or (waiting, running) != self.shown or now - self.published >= PUBLISH_S:
+            self._publish(waiting, running, now)
+        return out
+
+    def _publish(self, waiting: int, running: int, now: float) -> None:
+        """The step metrics gathered since the last time, and the gauges, to Prometheus."""
+        for tally in (self.decode_time, self.batch_size, self.itl):
+            tally.push()
         m = self.metrics
         m.waiting.set(waiting)
         m.running.set(running)
         m.cache_tokens.set(self.batch.cache_tokens() if self.batch is not None else 0)  # python arithmetic, no sync
-        return out
+        self.published, self.shown = now, (waiting, running)
 
     def fail_all(self, message: str) -> None:
         """Fail everything queued or running (the core stops)."""
@@ -197,7 +214,7 @@ class EngineCore:
         now, seconds = time.monotonic(), time.perf_counter() - t0
         self.decode_time.observe(seconds)
         self.scheduler.stepped(seconds)
-        self.metrics.batch_size.observe(rows)
+        self.batch_size.observe(rows)
         self._collect(outputs, now)
 
     def _clear(self) -> None:
@@ -224,7 +241,7 @@ class EngineCore:
                 if req.last_token is None:  # beams that never had a stable token: the first output is the result
                     self.metrics.ttft.observe(now - req.arrival)
                 self._finish(req, out.hypotheses, now)
-        observe_many(self.metrics.itl, now - self.last_step, continued)  # rows with a token last step too
+        self.itl.observe(now - self.last_step, continued)  # rows with a token last step too
         self.last_step = now
 
     # --- endings ---------------------------------------------------------------------------------

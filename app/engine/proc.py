@@ -85,7 +85,8 @@ def make_core(name: str, runner: Seq2SeqTransformer | StaticDecoder, s: Settings
     overhead = s.join_overhead or (0.1 if cuda else 1.0)
     limits = Limits(s.max_batch_size, b.rows, b.tokens, s.max_prefill_tokens, overhead, s.max_join_wait_ms / 1000)
     overlap = cuda if s.overlap is None else s.overlap  # on CPU nothing runs asynchronously: nothing to hide
-    return EngineCore(name, runner, limits, Metrics(), s.max_queue, s.max_wait_ms, overlap)
+    max_wait_ms = (2.0 if cuda else 0.0) if s.max_wait_ms is None else s.max_wait_ms
+    return EngineCore(name, runner, limits, Metrics(), s.max_queue, max_wait_ms, overlap)
 
 
 def core_main(spec: str, settings: dict, address: str, stop: Connection) -> None:

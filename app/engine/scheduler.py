@@ -66,6 +66,8 @@ class Scheduler:
 
     def plan(self, running: int, running_rows: int, reserved_tokens: int) -> Plan:
         """Admit in arrival order while budgets allow; never skip ahead of a request that does not fit."""
+        if not self.waiting:
+            return Plan()
         lim = self.limits
         drop = [r for r in self.waiting if r.aborted]
         self.waiting = deque(r for r in self.waiting if not r.aborted)

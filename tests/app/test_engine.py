@@ -191,6 +191,18 @@ def test_joins_are_paced_by_default_only_on_cuda(checkpoint):
     assert (limits.join_overhead, limits.max_join_wait) == (0.25, 0.005)
 
 
+def test_an_idle_cpu_core_starts_a_lone_request_at_once(checkpoint):
+    """On CPU the core does not hold a lone arrival back to gather others (max_wait_ms defaults to 0 there): the round
+    is due as soon as the request is queued; a max_wait_ms that is set still gathers."""
+    core = engine_core("en-es", checkpoint.model, Settings())
+    assert core.wait_s() is None
+    submit(core, checkpoint, [TEXTS[0]], first=1)
+    assert core.wait_s() == 0.0
+    core = engine_core("en-es", checkpoint.model, Settings(max_wait_ms=50))
+    submit(core, checkpoint, [TEXTS[0]], first=1)
+    assert 0.0 < core.wait_s() <= 0.05
+
+
 def test_cpu_budget_fits_max_batch_size_requests_of_any_beam(checkpoint):
     """On CPU the default row budget is max_batch_size x max_beam_size and the token budget what those rows can use
     (within the memory): 64 default beam requests are not split into waves by the accounting."""

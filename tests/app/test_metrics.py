@@ -123,3 +123,24 @@ def test_gauges_follow_the_load(server):
         return all(value(m, g) == 0 for g in GAUGES)
 
     wait_for(idle, timeout=10)
+
+
+def test_a_tally_pushes_what_observe_would_have_written():
+    """The engine core's gathered observations (app.metrics.Tally) reach the histogram with Histogram.observe's
+    buckets, counts and sum, including values on a bucket's bound; pushing twice adds nothing."""
+    from prometheus_client import CollectorRegistry, Histogram
+
+    from app.metrics import LATENCY, Tally
+
+    values = [(0.0004, 1), (0.001, 3), (0.0017, 2), (0.3, 1), (99.0, 1), (0.05, 0)]
+    direct, gathered = (Histogram(n, "h", buckets=LATENCY, registry=CollectorRegistry()) for n in ("a", "b"))
+    tally = Tally(gathered)
+    for v, n in values:
+        for _ in range(n):
+            direct.observe(v)
+        tally.observe(v, n)
+    samples = lambda h: [(s.name[1:], s.labels, round(s.value, 9)) for s in next(iter(h.collect())).samples]
+    assert all(value == 0 for _, _, value in samples(gathered))  # nothing written before the push
+    tally.push()
+    tally.push()
+    assert samples(gathered) == samples(direct)
