@@ -57,6 +57,7 @@ def decoder(model: Seq2SeqTransformer, s: Settings, rows: int) -> Seq2SeqTransfo
         return model
     sizes = (rows, s.max_new_tokens, s.max_input_tokens, s.max_beam_size, s.max_batch_size)
     static = StaticDecoder(model, *sizes)
+    log.info("static decode step: %d rows, %d source slots, row sizes %s", rows, static.slots, static.rows)
     if s.cuda_graphs:
         start = time.perf_counter()
         count = static.capture()

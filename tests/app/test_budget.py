@@ -4,6 +4,11 @@ come from the memory left after the weights, capped by the settings (no model, n
 
 from __future__ import annotations
 
+import dataclasses
+import time
+
+import pytest
+
 from app.engine.budget import (
     LOGIT_BYTES,
     batch_budget,
@@ -81,3 +86,31 @@ def test_settings_win_and_memory_caps_the_cpu_cache():
     assert b.tokens == small // 2 // token_bytes(OPUS, 4) < 64 * 256 + 64 * 8 * 512
     assert admitted(Settings(), cuda=False, memory=small) == b.tokens // (30 + 4 * 511)
     assert batch_budget(Settings(), OPUS, False, 4, None).tokens == 64 * 256 + 64 * 8 * 512  # memory unknown
+
+
+def test_64_default_requests_of_a_beam_4_checkpoint_start_in_one_wave(tmp_path):
+    """A tiny OPUS-MT (its config asks num_beams 4, max_length 512; 512 positions), the engine core with default
+    settings on CPU: 64 requests with no parameters (beam 4, max_new_tokens 511 as /translate resolves them) are all
+    admitted by the first round, and the next step runs their 256 beam rows together."""
+    pytest.importorskip("transformers")
+    from app.api.translate import decode_params
+    from app.engine.proc import make_core
+    from app.schemas import TranslateRequest
+    from model.checkpoint import load
+    from tests.app.inprocess import submit
+    from tests.fixtures import make_marian
+
+    opus = {"num_beams": 4, "max_length": 512, "bad_words_ids": "pad"}
+    ck = load(make_marian(tmp_path / "opus-mt-en-fr", generation=opus, byte_fallback=False, positions=512))
+    params = decode_params(TranslateRequest(q="x", source="en", target="fr"), Settings(), ck, "fr")
+    assert (params.beam_size, params.max_new_tokens) == (4, 511)
+    core = make_core(ck.name, ck.model, Settings())
+    texts = [f"the cat {i} sleeps in the big house near the river" for i in range(64)]
+    submit(core, ck, texts, 0, **dataclasses.asdict(params))
+    time.sleep(core.wait_s() or 0)
+    core.run_round()
+    assert core.load == (0, 64)
+    core.run_round()
+    assert core.batch.rows == 256
+    assert core.reserved == sum(len(ck.tokenizer.encode(t)) + 4 * 511 for t in texts)
+    core.fail_all("done")
