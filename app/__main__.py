@@ -14,6 +14,7 @@ FLAGS = {
     "max_batch_size": int,
     "max_batch_rows": int,
     "max_batch_tokens": int,
+    "gpu_memory_utilization": float,
     "max_prefill_tokens": int,
     "max_wait_ms": float,
     "join_overhead": float,

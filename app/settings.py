@@ -30,13 +30,18 @@ class Settings(BaseSettings):
     )  # fmt: skip
     max_batch_size: int = Field(64, ge=1, description="requests decoded together")
     max_batch_rows: int | None = Field(
-        None, ge=1, description="rows decoded together (a beam request takes one per beam); default: on CUDA what the "
-        "static buffers hold, max(max_batch_size, max_beam_size); on CPU max_batch_size x max_beam_size"
+        None, ge=1, description="rows decoded together (a beam request takes one per beam); default: on CPU "
+        "max_batch_size x max_beam_size; on CUDA as many static rows as fit in the memory gpu_memory_utilization "
+        "leaves after the weights, at most max_batch_size x max_beam_size"
     )  # fmt: skip
     max_batch_tokens: int | None = Field(
-        None, ge=1, description="cache budget: reserved tokens, beams x (source + max_new_tokens) per request; "
-        "default: what the rows can use, rows x (max_input_tokens + max_new_tokens), on CPU within half the memory "
-        "available at start-up"
+        None, ge=1, description="cache budget: reserved tokens, the source once plus beams x max_new_tokens per "
+        "request; default: what the rows can use, max_batch_size x max_input_tokens + rows x max_new_tokens, on CPU "
+        "within half the memory available at start-up"
+    )  # fmt: skip
+    gpu_memory_utilization: float = Field(
+        0.9, gt=0, le=1, description="CUDA: share of the device's memory the server may use; the static cache takes "
+        "what is free of it after the weights (as vLLM's setting of that name)"
     )  # fmt: skip
     max_prefill_tokens: int = Field(4096, ge=1, description="source tokens encoded per step (protects running rows)")
     max_wait_ms: float | None = Field(

@@ -32,7 +32,7 @@ from pathlib import Path
 import httpx
 import torch
 
-from app.engine.proc import decoder
+from app.engine.proc import budget, decoder
 from app.settings import Settings
 from bench.load import decode_fields, model_dir, pick_sentences
 from bench.loadgen import Stats, closed_loop
@@ -375,7 +375,8 @@ def main(argv: list[str] | None = None) -> int:
         ck = load(path, device=args.device, dtype=choose(args.dtype, args.device)[0])
         n = max(args.texts, 4 * max(int(c) for c in args.clients.split(",")))
         texts, sources, _ = pick_sentences(ck.tokenizer, n, 128, args.seed)
-        runner = decoder(ck.model, Settings(max_batch_size=max_batch(args)))  # on CUDA: static shapes, CUDA graphs
+        s = Settings(max_batch_size=max_batch(args))
+        runner = decoder(ck.model, s, budget(ck.model, s).rows)  # on CUDA: static shapes, CUDA graphs
         offline(runner, sources[:8], server_params(ck, load_fields(args.load, 4), 8), 8, args.device)  # warm-up
         runs = [measure(args, "this tree", ROOT, path, ck, runner, texts, sources)]
         if args.before:

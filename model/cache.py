@@ -53,7 +53,7 @@ class DecoderCache:
     max_length: int = 0  # longest live length
     uniform: bool = True  # every live row has decoded max_length positions
     shape: tuple[int, int, int] | None = None  # a padded step's (rows, self positions, source positions): static shapes
-    padded_groups: Groups | None = None  # a padded step's query layout over `shape[0]` slots (None: row i, slot i)
+    padded_groups: Groups | None = None  # a padded step's query layout over its slots (None: row i reads slot i)
     groups: Groups | None = None  # the query layout over the live slots (None: row i reads slot i)
 
     def __post_init__(self) -> None:
@@ -154,8 +154,11 @@ class DecoderCache:
         return self.groups if self.shape is None else self.padded_groups
 
     def step_slots(self) -> int:
-        """Slots the step reads: the live ones, or a padded step's row count."""
-        return self.slots if self.shape is None else self.shape[0]
+        """Slots the step reads: the live ones, or a padded step's (its row count when row i reads slot i)."""
+        if self.shape is None:
+            return self.slots
+        groups = self.padded_groups
+        return self.shape[0] if groups is None or groups.gather is None else groups.gather.numel() // groups.width
 
     def cross(self, layer: int) -> tuple[Tensor, Tensor]:
         """This layer's cross-attention keys and values for the step, each (g, H, S, D)."""
@@ -217,9 +220,10 @@ class DecoderCache:
 
     def relocate_(self, home: DecoderCache) -> None:
         """Move the live rows and slots into `home`'s buffers (allocated once, large enough) and use those from now
-        on."""
+        on; rows already there (only its slots or sources had outgrown them) are copied onto themselves."""
         home.rows, home.src_lens, home.starts, home.row_slots = 0, [], [], []
-        home.len_buf.zero_()
+        if home.len_buf is not self.len_buf:
+            home.len_buf.zero_()
         home.append_(self)
         self.k_buf, self.v_buf, self.ck_buf, self.cv_buf = home.k_buf, home.v_buf, home.ck_buf, home.cv_buf
         self.mask_buf, self.len_buf = home.mask_buf, home.len_buf

@@ -111,11 +111,13 @@ def make_marian(
     targets: tuple[str, ...] = (),
     generation: dict | None = None,
     byte_fallback: bool = True,
+    positions: int = 128,
 ) -> Path:
     """A random Hugging Face MarianMTModel with its MarianTokenizer files (needs `transformers`); a small
     `embed_std` flattens its next-token distributions, so beams overtake each other. `targets` adds `>>xx<<` tokens
     (a multi-target OPUS-MT model); `generation` its generation_config.json (as OPUS-MT's: num_beams, ...);
-    `byte_fallback=False` leaves rare characters without a piece, as real OPUS-MT vocabularies do."""
+    `byte_fallback=False` leaves rare characters without a piece, as real OPUS-MT vocabularies do; `positions` its
+    max_position_embeddings (OPUS-MT: 512)."""
     from transformers import MarianConfig, MarianMTModel
 
     out.mkdir(parents=True, exist_ok=True)
@@ -139,7 +141,7 @@ def make_marian(
         decoder_start_token_id=pad,
         forced_eos_token_id=None,
         activation_function="swish",
-        **hf_shape(d_model, layers, heads, ffn),
+        **hf_shape(d_model, layers, heads, ffn, positions),
     )
     torch.manual_seed(seed)
     model = MarianMTModel(cfg).eval()

@@ -21,7 +21,7 @@ class ModelCard:
     device: str
     dtype_reason: str = "as set"
     version: str = ""  # fingerprint of the checkpoint's files: the translation cache's entries belong to it
-    batch: dict = dataclasses.field(default_factory=dict)  # the core's budgets: max_rows, max_tokens
+    batch: dict = dataclasses.field(default_factory=dict)  # the core's budgets: max_rows, max_tokens, reason
 
     @property
     def name(self) -> str:

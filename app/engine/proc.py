@@ -12,7 +12,7 @@ from multiprocessing.connection import Connection
 import torch
 import zmq
 
-from app.engine.budget import Budget, available_memory, batch_budget, batch_rows
+from app.engine.budget import Budget, available_memory, batch_budget, cuda_cache_memory
 from app.engine.card import ModelCard
 from app.engine.core import EngineCore
 from app.engine.messages import Abort, Hello, Ready, Submit, Update, encode, to_core
@@ -49,12 +49,15 @@ def pick_device(setting: str) -> str:
     return setting
 
 
-def decoder(model: Seq2SeqTransformer, s: Settings) -> Seq2SeqTransformer | StaticDecoder:
-    """The model as its engine runs it: on CUDA behind static shapes, the decode step captured as CUDA graphs (unless
-    cuda_graphs is off: then the same step runs eagerly); elsewhere the model itself."""
+def decoder(model: Seq2SeqTransformer, s: Settings, rows: int) -> Seq2SeqTransformer | StaticDecoder:
+    """The model as its engine runs it: on CUDA behind static shapes (`rows` rows, max_batch_size source slots), the
+    decode step captured as CUDA graphs (unless cuda_graphs is off: then the same step runs eagerly); elsewhere the
+    model itself."""
     if model.device.type != "cuda":
         return model
-    static = StaticDecoder(model, batch_rows(s, cuda=True), s.max_new_tokens, s.max_input_tokens, s.max_beam_size)
+    sizes = (rows, s.max_new_tokens, s.max_input_tokens, s.max_beam_size, s.max_batch_size)
+    static = StaticDecoder(model, *sizes)
+    log.info("static decode step: %d rows, %d source slots, row sizes %s", rows, static.slots, static.rows)
     if s.cuda_graphs:
         start = time.perf_counter()
         count = static.capture()
@@ -71,17 +74,25 @@ def warm_up(ck: Checkpoint, runner: Seq2SeqTransformer | StaticDecoder, rounds: 
 
 
 def budget(runner: Seq2SeqTransformer | StaticDecoder, s: Settings) -> Budget:
-    """The core's row and cache-token budgets for this model on its device (logged)."""
+    """The core's row and cache-token budgets for this model on its device (logged); on CUDA call it before the
+    static buffers exist, as it sizes them from the memory free after the weights."""
     cuda = runner.device.type == "cuda"
-    memory = None if cuda else available_memory()
+    if cuda:
+        free, total = torch.cuda.mem_get_info(runner.device)
+        memory = cuda_cache_memory(free, total, s.gpu_memory_utilization)
+    else:
+        memory = available_memory()
     b = batch_budget(s, runner.cfg, cuda, runner.tgt_embed.weight.element_size(), memory)
     log.info("batch budget: %d requests, %d rows, %d cache tokens (%s)", s.max_batch_size, b.rows, b.tokens, b.reason)
     return b
 
 
-def make_core(name: str, runner: Seq2SeqTransformer | StaticDecoder, s: Settings) -> EngineCore:
-    """An engine core over a loaded model (or its static decoder) with the settings' limits and its budget."""
-    cuda, b = runner.device.type == "cuda", budget(runner, s)
+def make_core(
+    name: str, runner: Seq2SeqTransformer | StaticDecoder, s: Settings, b: Budget | None = None
+) -> EngineCore:
+    """An engine core over a loaded model (or its static decoder) with the settings' limits and its budget (sized
+    here when not given)."""
+    cuda, b = runner.device.type == "cuda", b or budget(runner, s)
     overhead = s.join_overhead or (0.1 if cuda else 1.0)
     limits = Limits(s.max_batch_size, b.rows, b.tokens, s.max_prefill_tokens, overhead, s.max_join_wait_ms / 1000)
     overlap = cuda if s.overlap is None else s.overlap  # on CPU nothing runs asynchronously: nothing to hide
@@ -104,16 +115,16 @@ def core_main(spec: str, settings: dict, address: str, stop: Connection) -> None
         precision, why = choose(s.dtype, device)
         log.info("dtype %s: %s (%s)", s.dtype, precision, why)
         ck = load(path, device=device, dtype=precision, pair=pair)
-        runner = decoder(ck.model, s)
+        b = budget(ck.model, s)
+        runner = decoder(ck.model, s, b.rows)
         warm_up(ck, runner, s.warmup_rounds)
     except Exception as exc:  # the launcher prints the reason and exits non-zero
         log.debug("model loading failed", exc_info=True)
         stop.send(f"model loading failed: {type(exc).__name__}: {exc}")
         raise SystemExit(1) from None
     log.info("engine core %s: loaded %s on %s in %s, serving %s", ck.name, ck.path, device, ck.precision, address)
-    core, card = make_core(ck.name, runner, s), ModelCard.of(ck, why)
-    lim = core.scheduler.limits
-    card.batch = {"max_rows": lim.max_batch_rows, "max_tokens": lim.max_batch_tokens}
+    core, card = make_core(ck.name, runner, s, b), ModelCard.of(ck, why)
+    card.batch = {"max_rows": b.rows, "max_tokens": b.tokens, "reason": b.reason}
     serve(core, card, address, stop.fileno())
 
 

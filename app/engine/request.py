@@ -39,5 +39,6 @@ class EngineRequest:
 
     @property
     def reserved_tokens(self) -> int:
-        """Worst-case cache tokens: every beam holds the source and up to max_new_tokens."""
-        return self.params.beam_size * (len(self.src) + self.params.max_new_tokens)
+        """Worst-case cache tokens: the source once (its slot, shared by the beams) and up to max_new_tokens target
+        positions per beam."""
+        return len(self.src) + self.params.beam_size * self.params.max_new_tokens

@@ -252,7 +252,11 @@ def test_info(server, checkpoint):
     assert (m["dtype"], m["device"]) == ("float32", "cpu")
     limits = info["limits"]
     assert limits["max_batch_size"] == 8  # from --max-batch-size
-    assert m["batch"] == {"max_rows": 8, "max_tokens": 8 * (256 + min(512, checkpoint.model.cfg.max_positions))}
+    positions = min(512, checkpoint.model.cfg.max_positions)  # a source slot per request, target positions per row
+    assert (m["batch"]["max_rows"], m["batch"]["max_tokens"]) == (8, 8 * 256 + 8 * positions)
+    assert m["batch"]["reason"].startswith(
+        f"rows as set; tokens: 8 sources x 256 (max_input_tokens) + 8 rows x {positions}"
+    )
     assert limits["max_input_tokens"] == 256 and limits["max_items"] == 64 and limits["max_body_bytes"] == 1_000_000
 
 

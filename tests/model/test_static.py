@@ -33,7 +33,7 @@ def _static(model: Seq2SeqTransformer, graphs: bool, **sizes) -> StaticDecoder:
     """A StaticDecoder, its every (rows, span) captured when `graphs`."""
     static = StaticDecoder(model, **sizes)
     if graphs:
-        assert static.capture() == len(static.rows) * len(static.spans) * len(static.widths)
+        assert static.capture() == len(static.keys())
     return static
 
 
@@ -53,6 +53,28 @@ def _encoded(model, seed: int, rows: int, length: int):
     return model.start_cache(model.encode(src, mask), mask)
 
 
+def _steps(model, static: StaticDecoder, events: dict, steps: int, seed: int):
+    """Run a dynamic and a static cache side by side through `events` (step -> ("take", parents) or ("join", rows)):
+    each step's logits within 1e-5 and the same argmax; yields (step, padded cache, dynamic cache) after each."""
+    device = static.buffer.device
+    dynamic, padded = _encoded(model, 0, 3, 9), _encoded(model, 0, 3, 9)
+    g = torch.Generator().manual_seed(seed)
+    for step in range(steps):
+        kind, arg = events.get(step, (None, None))
+        for cache in (dynamic, padded):
+            if kind == "take":
+                cache.take_(arg)
+            elif kind == "join":
+                cache.append_(_encoded(model, step, arg, 13))
+        tokens = torch.randint(3, 60, (dynamic.rows,), generator=g).to(device)
+        want = model.decode_step(tokens, dynamic)
+        got = static.decode_step(tokens, padded)
+        torch.testing.assert_close(got, want, atol=1e-5 if device.type == "cpu" else 1e-4, rtol=1e-5)
+        assert got.argmax(-1).equal(want.argmax(-1))
+        assert padded.row_slots == dynamic.row_slots
+        yield step, padded, dynamic
+
+
 @pytest.mark.parametrize("max_width", [2, 8])
 @pytest.mark.parametrize(("device", "graphs"), LANES)
 @torch.inference_mode()
@@ -63,29 +85,30 @@ def test_static_step_equals_dynamic_step(model, device, graphs, max_width):
     (40 positions) while padded steps go on."""
     model = _on(model, device)
     static = _static(model, graphs, max_rows=8, max_positions=40, max_source=24, max_width=max_width)
-    dynamic, padded = _encoded(model, 0, 3, 9), _encoded(model, 0, 3, 9)
-    g = torch.Generator().manual_seed(5)
     events = {3: ("take", [1, 1, 0]), 6: ("join", 2), 9: ("take", [4, 0, 3, 2]), 12: ("join", 6)}
     events |= {14: ("take", [8, 7, 6, 1]), 20: ("take", [0, 0, 0, 1]), 25: ("take", [3, 3, 1, 0])}
     events |= {40: ("take", [0, 1, 2])}  # the last row leaves at length 40: padding
-    for step in range(44):
-        kind, arg = events.get(step, (None, None))
-        if kind == "take":
-            dynamic.take_(arg)
-            padded.take_(arg)
-        elif kind == "join":
-            dynamic.append_(_encoded(model, step, arg, 13))
-            padded.append_(_encoded(model, step, arg, 13))
-        tokens = torch.randint(3, 60, (dynamic.rows,), generator=g).to(device)
-        want = model.decode_step(tokens, dynamic)
-        got = static.decode_step(tokens, padded)
+    for step, padded, dynamic in _steps(model, static, events, 44, 5):
         assert (padded.k_buf is static.buffer) == (padded.rows <= 8), step
-        torch.testing.assert_close(got, want, atol=1e-5 if device == "cpu" else 1e-4, rtol=1e-5)
-        assert got.argmax(-1).equal(want.argmax(-1))
         assert padded.lengths.equal(dynamic.lengths) and padded.max_length == dynamic.max_length
         assert padded.max_length == int(padded.lengths.max())  # the python copies agree with the device
         assert padded.src_len == int(padded.mask_buf[: padded.slots].sum(1).max())
-        assert padded.row_slots == dynamic.row_slots
+
+
+@pytest.mark.parametrize(("device", "graphs"), LANES)
+@torch.inference_mode()
+def test_static_rows_cover_beams_of_max_slots_requests(model, device, graphs):
+    """max_rows = 3 requests x 4 beams over 3 source slots (padded to 4): beam rows of every request run padded in
+    the buffers, rows reorder within and across slots; 5 slots run eagerly and move back in once they fit again."""
+    model = _on(model, device)
+    static = _static(model, graphs, max_rows=12, max_positions=24, max_source=16, max_width=4, max_slots=3)
+    assert static.slots == 4 and static.home.ck_buf.shape[1] == 4 and static.home.k_buf.shape[1] == 12
+    assert len(static.keys()) == (3 + 5) * len(static.spans)  # width 1 up to 4 rows; width 4 at every row size
+    events = {1: ("take", [0] * 4 + [1] * 4 + [2] * 4), 4: ("take", [1, 0, 0, 3, 4, 4, 6, 7, 11, 8, 9, 10])}
+    events |= {7: ("take", [0, 1, 4, 5]), 9: ("join", 3), 12: ("take", [0, 2, 4, 5]), 15: ("take", [3, 3, 3, 2])}
+    for step, padded, _ in _steps(model, static, events, 20, 7):
+        held = padded.k_buf is static.buffer and padded.ck_buf is static.home.ck_buf
+        assert held == (padded.slots <= 4), step
 
 
 @pytest.mark.parametrize(("device", "graphs"), LANES)
