@@ -1,5 +1,5 @@
-"""The decode step's roofline: the bytes a step must move and the FLOPs it must do, the card's measured copy bandwidth
-and matmul rate, and a measured step as a multiple of the bound.
+"""The decode step's roofline: the bytes a step must move and the FLOPs it must do, a device's measured copy bandwidth
+and matmul rate (a GPU's here, a CPU's in bench.cpu_roofline), and a measured step as a multiple of the bound.
 
 A step at `rows` rows reads the decoder's weights once (self-attention Q/K/V/O, cross-attention Q/O: its K/V
 projections ran at prefill, the FFN, the LayerNorms, the output projection and its bias; plus one token-embedding and
@@ -23,12 +23,12 @@ class Work:
     """What one decode step must read or write (bytes) and compute (FLOPs)."""
 
     weights: int  # decoder weights read once (incl. the output projection) and the rows' embedding rows
-    kv: int  # self-attention K/V at the span and cross-attention K/V at the source length
+    kv: float  # self-attention K/V at the span and cross-attention K/V at the source length
     logits: int  # the (rows, vocab) logits written
-    flops: int
+    flops: float
 
     @property
-    def bytes(self) -> int:
+    def bytes(self) -> float:
         """Everything the step moves."""
         return self.weights + self.kv + self.logits
 
@@ -43,21 +43,27 @@ def step_parameters(cfg: ModelConfig) -> int:
     return cfg.decoder_layers * layer + norms + out
 
 
-def step_flops(cfg: ModelConfig, rows: int, span: int, source: int) -> int:
+def matmul_flops(cfg: ModelConfig, rows: int) -> int:
+    """FLOPs of a step's weight matmuls alone (projections, FFN, output projection): what its linear layers do."""
+    d, f = cfg.d_model, cfg.d_ff
+    return 2 * rows * (cfg.decoder_layers * (6 * d * d + 2 * d * f) + cfg.tgt_vocab_size * d)
+
+
+def step_flops(cfg: ModelConfig, rows: int, span: float, source: float) -> float:
     """FLOPs of one step: 2 per multiply-add of the projections, the FFN and the output projection, and attention's
     QK^T and AV over `span` positions (self) and `source` positions (cross)."""
-    d, f = cfg.d_model, cfg.d_ff
-    matmul = cfg.decoder_layers * (6 * d * d + 2 * d * f) + cfg.tgt_vocab_size * d
-    attention = cfg.decoder_layers * 2 * d * (span + source)
-    return 2 * rows * (matmul + attention)
+    return matmul_flops(cfg, rows) + 2 * rows * cfg.decoder_layers * 2 * cfg.d_model * (span + source)
 
 
-def step_work(cfg: ModelConfig, rows: int, span: int, source: int, element: int = 2, logit: int = 4) -> Work:
-    """The work of one step at `rows` rows, `span` self-attention positions and `source` cross-attention positions,
-    weights and K/V of `element` bytes, logits of `logit` bytes (float32, as the step writes them today)."""
+def step_work(
+    cfg: ModelConfig, rows: int, span: float, source: float, element: int = 2, logit: int = 4, kv: int | None = None
+) -> Work:
+    """The work of one step at `rows` rows, `span` self-attention positions and `source` cross-attention positions
+    (means are fine: both are linear in them), weights of `element` bytes and K/V of `kv` bytes (default `element`;
+    int8 engines keep float32 K/V), logits of `logit` bytes (float32, as the step writes them today)."""
     d, layers = cfg.d_model, cfg.decoder_layers
     weights = (step_parameters(cfg) + 2 * rows * d) * element  # + a token-embedding and a position row per row
-    kv = 2 * layers * rows * (span + source) * d * element
+    kv = 2 * layers * rows * (span + source) * d * (element if kv is None else kv)
     return Work(weights, kv, rows * cfg.tgt_vocab_size * logit, step_flops(cfg, rows, span, source))
 
 
