@@ -19,7 +19,7 @@ serve: setup
 	$(BIN)/python -m app --host 0.0.0.0 --port $(PORT)
 
 test: setup
-	$(BIN)/ruff check app model tests bench training
+	$(BIN)/ruff check app model tests bench training harness
 	$(BIN)/python -m pytest -q
 
 # The deployment lane (root, podman): prepare podman and build the images, then run the container tests.
@@ -28,7 +28,7 @@ test-deploy: setup
 	MT_TEST_DEPLOY=1 $(BIN)/python -m pytest -q -m container tests/deploy
 
 lint: setup
-	$(BIN)/ruff check app model tests bench training
+	$(BIN)/ruff check app model tests bench training harness
 
 bench: setup
 	$(BIN)/python -m bench.model_speed

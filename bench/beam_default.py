@@ -51,7 +51,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 @contextlib.contextmanager
 def server(path: Path, checkout: Path, threads: int) -> Iterator[str]:
     """A ready server of `checkout` with default settings on the model at `path`: its base URL."""
-    from tests.server import ServerProcess
+    from harness.server import ServerProcess
 
     pythonpath = os.pathsep.join(filter(None, [str(checkout), os.environ.get("PYTHONPATH")]))
     env = {**thread_env(threads), "PYTHONPATH": pythonpath}

@@ -21,8 +21,7 @@ from pathlib import Path
 import httpx
 
 from bench.machine import cpu_model
-from tests.app.helpers import add_keys
-from tests.server import RedisServer, ServerProcess
+from harness.server import RedisServer, ServerProcess, add_keys
 
 TEXTS = [f"The meeting number {i} starts at nine in the small room." for i in range(20)]
 KEY = "bench-key"

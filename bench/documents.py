@@ -18,7 +18,7 @@ import docx
 import httpx
 
 from bench.machine import cpu_model
-from tests.server import ServerProcess
+from harness.server import ServerProcess
 
 ADJ = ["big", "small", "red", "old", "quiet"]
 NOUN = ["house", "dog", "car", "book", "garden"]

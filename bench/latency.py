@@ -36,7 +36,7 @@ def ct2_engine(ct2_dir: Path, compute_type: str, threads: int) -> engines.Engine
 
 def one_dtype(args, hf_dir: Path, ct2_dir: Path, dtype: str, ids: list[int], text: str) -> dict[str, list[float]]:
     """Interleaved single-sentence timings: {"server": [s, ...], "CT2": [s, ...]}."""
-    from tests.server import ServerProcess
+    from harness.server import ServerProcess
 
     ct2 = Isolated(f"CT2 {dtype}", ct2_engine, (ct2_dir, CT2_TYPE[dtype], args.threads), args.threads)
     env = {"OMP_NUM_THREADS": str(args.threads)}

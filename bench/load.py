@@ -56,7 +56,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m bench.load", description=__doc__.split("\n\n")[0])
     p.add_argument("--model", type=Path, help=f"native or Marian model dir (default {DEFAULT_MODEL.relative_to(ROOT)})")
     p.add_argument(
-        "--tiny", action="store_true", help="a random tiny model (tests.fixtures.make_native), for smoke runs"
+        "--tiny", action="store_true", help="a random tiny model (harness.fixtures.make_native), for smoke runs"
     )
     p.add_argument("--device", default="cpu", help="server --device and offline device (default cpu)")
     p.add_argument("--threads", type=int, default=2, help="OMP/MKL threads of the server and offline engine (2)")
@@ -100,7 +100,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def model_dir(args: argparse.Namespace, tmp: Path) -> Path:
     """The model to benchmark: --tiny builds a random one, else --model or the built-in model."""
     if args.tiny:
-        from tests.fixtures import make_native
+        from harness.fixtures import make_native
 
         return make_native(tmp / "tiny-en-es", seed=args.seed)
     path = (args.model or DEFAULT_MODEL).resolve()
@@ -116,9 +116,9 @@ def candidate_sentences(seed: int) -> tuple[list[str], str]:
         lines = [s for s in lines if 3 <= len(s.split()) <= 60]
         if lines:
             return lines, str(SENTENCES.relative_to(ROOT))
-    from tests.fixtures import EN, corpus
+    from harness.fixtures import EN, corpus
 
-    return [s.strip() for s in corpus(EN, n=2000, seed=seed)], "synthetic (tests.fixtures.corpus)"
+    return [s.strip() for s in corpus(EN, n=2000, seed=seed)], "synthetic (harness.fixtures.corpus)"
 
 
 def pick_sentences(tokenizer, n: int, max_tokens: int, seed: int) -> tuple[list[str], list[list[int]], str]:
@@ -203,7 +203,7 @@ def server_flags(args: argparse.Namespace, path: Path, max_batch: int) -> list[s
 @contextlib.contextmanager
 def serving(args: argparse.Namespace, path: Path, max_batch: int) -> Iterator[tuple[str, int]]:
     """A ready server subprocess on 127.0.0.1 (yields its /translate URL and pid); stopped on exit."""
-    from tests.server import ServerProcess
+    from harness.server import ServerProcess
 
     t0 = time.perf_counter()
     server = ServerProcess(*server_flags(args, path, max_batch), env=thread_env(args.threads))

@@ -195,7 +195,7 @@ def max_batch(args: argparse.Namespace) -> int:
 @contextlib.contextmanager
 def serving(args: argparse.Namespace, path: Path, checkout: Path, rows: int) -> Iterator[tuple[str, int]]:
     """A ready server of `checkout` (its own app code) on 127.0.0.1: its base URL and launcher pid."""
-    from tests.server import ServerProcess
+    from harness.server import ServerProcess
 
     flags = ["--model", str(path), "--device", args.device, "--dtype", args.dtype, "--max-batch-size", str(rows)]
     flags += ["--max-queue", "100000", "--log-level", "warning"]

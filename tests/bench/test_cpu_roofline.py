@@ -8,8 +8,8 @@ import torch
 from bench.cpu_roofline import Bound, Rates, best_of, bound, cell_bound, cell_rows, cell_work, measure, profile_steps
 from bench.cpu_roofline import split as split_events
 from bench.roofline import matmul_flops, step_work
+from harness.fixtures import tiny_config
 from model.transformer import Seq2SeqTransformer
-from tests.fixtures import tiny_config
 
 RATES = Rates(threads=1, packed=100.0, dense=50.0, int8=400.0, bf16=200.0, dram=10.0, l3=40.0)
 

@@ -14,8 +14,8 @@ from bench.roofline import (
     step_parameters,
     step_work,
 )
+from harness.fixtures import tiny_config
 from model.transformer import Seq2SeqTransformer
-from tests.fixtures import tiny_config
 
 CPU = torch.device("cpu")
 
