@@ -22,12 +22,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from bench import engines, marian
-from bench.load import thread_env
+from bench.loadgen import one_post, per_step, server_metrics
 from bench.machine import machine_info, machine_line
 from bench.model_speed import build_engine
 from bench.report import DOC, command, log, ratio, write_section
-from bench.serving import one_post, per_step, server_metrics
 from bench.timing import Isolated
+from bench.workload import thread_env
 from model.checkpoint import load
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -26,10 +26,10 @@ from pathlib import Path
 
 import aiohttp
 
-from bench.load import model_dir
 from bench.loadgen import session, split, spread
 from bench.procs import rss_mb
 from bench.report import write_section
+from bench.workload import model_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 SECTION = "## Soak (bench/soak.py)"
