@@ -8,6 +8,7 @@ bytes and FLOPs of bench.roofline), and our step split by torch.profiler into GE
 from __future__ import annotations
 
 import argparse
+import time
 import warnings
 from dataclasses import dataclass, fields
 
@@ -46,9 +47,15 @@ class Rates:
         return getattr(self, PRECISION[precision][0])
 
 
+def clock(threads: int):
+    """The clock of a measurement at `threads` threads: at one, the CPU time this process ran (what other processes
+    on a shared machine take away is left out); at more, the wall clock."""
+    return time.process_time if threads == 1 else time.perf_counter
+
+
 def best_seconds(fn, iters: int, rounds: int = 3) -> float:
     """The fastest of `rounds` mean times of `fn` over `iters` calls: on a shared machine, the least disturbed."""
-    return min(device_seconds(fn, iters, CPU) for _ in range(rounds))
+    return min(device_seconds(fn, iters, CPU, clock(torch.get_num_threads())) for _ in range(rounds))
 
 
 def linear_rates(rows: int, inp: int, out: int, iters: int) -> dict[str, float]:
@@ -71,7 +78,7 @@ def linear_rates(rows: int, inp: int, out: int, iters: int) -> dict[str, float]:
 
 def copy_rate(nbytes: int, iters: int) -> float:
     """Bytes/s (read + written) of the least disturbed of three rounds of `nbytes` copies."""
-    return max(copy_bandwidth(CPU, nbytes, iters) for _ in range(3))
+    return max(copy_bandwidth(CPU, nbytes, iters, clock(torch.get_num_threads())) for _ in range(3))
 
 
 @torch.inference_mode()
@@ -187,27 +194,32 @@ def ms_times(seconds: float, floor: float) -> str:
     return f"{seconds * 1e3:.2f} ({seconds / floor:.1f}x)" if floor else f"{seconds * 1e3:.2f}"
 
 
-def cell_rows(head: str, bounds: dict[str, Bound], ours: dict[str, tuple], ct2: dict[str, float]) -> list[str]:
-    """Markdown rows of one cell, one per precision: `bounds` {precision: Bound}, `ours` {precision: (step seconds,
-    {kind: share})}, `ct2` {precision: step seconds}."""
+def step_times(ran: float, wall: float, floor: float) -> str:
+    """'7.5 (2.9x); wall 16.4': the step while it ran, its multiple of the bound, and its wall time."""
+    return f"{ms_times(ran, floor)}; wall {wall * 1e3:.2f}"
+
+
+def cell_rows(head: str, bounds: dict[str, Bound], ours: dict[str, tuple], ct2: dict[str, tuple]) -> list[str]:
+    """Markdown rows of one cell, one per precision: `bounds` {precision: Bound}, `ours` {precision: (step seconds
+    while it ran, wall step seconds, {kind: share})}, `ct2` {precision: (ran, wall)}."""
     lines = []
     for precision, b in bounds.items():
         cells = [f"{b.l3 * 1e3:.2f} / {b.dram * 1e3:.2f} / {b.compute * 1e3:.2f}"]
         if precision in ours:
-            step, share = ours[precision]
-            cells += [ms_times(step, b.roofline), ms_times(step * share["gemm"], b.gemm)]
-            cells += [ms_times(step * share["attention"], b.kv), f"{step * share['rest'] * 1e3:.2f}"]
+            ran, wall, share = ours[precision]
+            cells += [step_times(ran, wall, b.roofline), ms_times(ran * share["gemm"], b.gemm)]
+            cells += [ms_times(ran * share["attention"], b.kv), f"{ran * share['rest'] * 1e3:.2f}"]
         else:
             cells += ["-"] * 4
-        cells.append(ms_times(ct2[precision], b.roofline) if precision in ct2 else "-")
+        cells.append(step_times(*ct2[precision], b.roofline) if precision in ct2 else "-")
         lines.append(f"| {head} | {precision} | " + " | ".join(cells) + " |")
     return lines
 
 
 TABLE_HEAD = [
-    "| mode | batch | precision | bound per step, ms: L3 / DRAM / compute | ours step, ms (x bound) | ours GEMMs, ms "
-    "(x their FLOPs at the GEMM rate) | ours attention, ms (x K/V from L3) | ours rest, ms | CTranslate2 step, ms "
-    "(x bound) |",
+    "| mode | batch | precision | bound per step, ms: L3 / DRAM / compute | ours step, ms (x bound); wall | ours "
+    "GEMMs, ms (x their FLOPs at the GEMM rate) | ours attention, ms (x K/V from L3) | ours rest, ms | CTranslate2 "
+    "step, ms (x bound); wall |",
     "|---|---|---|---|---|---|---|---|---|",
 ]
 

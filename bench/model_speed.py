@@ -191,25 +191,28 @@ def roofline(args: argparse.Namespace, hf_dir: Path, results: dict, names: list[
         bounds, steps = {}, 1
         for precision in dict.fromkeys({**OURS, **CT2}[n] for n in names if n in OURS or n in CT2):
             bounds[precision], steps = cpu_roofline.cell_bound(cfg, precision, parts, beam, args.new_tokens, best)
+        ran = {n: (cells[n].cpu / args.threads / steps, cells[n].seconds / steps) for n in names}
         ours = {
-            OURS[n]: (cells[n].seconds / steps, cpu_roofline.profile_steps(models[OURS[n]], parts[0], beam,
-                                                                           args.new_tokens))
+            OURS[n]: (*ran[n], cpu_roofline.profile_steps(models[OURS[n]], parts[0], beam, args.new_tokens))
             for n in names if n in OURS
         }  # fmt: skip
-        ct2 = {CT2[n]: cells[n].seconds / steps for n in names if n in CT2}
+        ct2 = {CT2[n]: ran[n] for n in names if n in CT2}
         lines += cpu_roofline.cell_rows(f"{mode} | {batch}", bounds, ours, ct2)
     return [
         "### Against the CPU's roofline (bench/cpu_roofline.py)", "",
-        "Measured rates (best of three rounds each; GEMMs (1024 x 1024) x (1024 x 4096), copies count bytes read and "
-        "written; the machine was shared, so the 2-thread rates can fall below the 1-thread ones):", "",
+        "Measured rates (best of three rounds each; GEMMs (1024 x 1024) x (1024 x 4096); copies count the bytes read "
+        "and written; at one thread timed by the CPU time the process ran, at more by the wall clock, so on a shared "
+        "machine the 2-thread rates can fall below the 1-thread ones):", "",
         cpu_roofline.rates_table(rates), "",
-        f"A cell's mean decode step (wall time / steps: {args.new_tokens} per batch, so prefill is counted in) against "
-        "the bytes and FLOPs of that step (`bench.roofline`: decoder weights, K/V at the mean span and source length, "
-        "logits; float32 weights and K/V; int8 weights 1 byte with float32 K/V; bfloat16 2 bytes), at the best rate "
-        "measured at either thread count: bound = max(bytes from L3, FLOPs at the GEMM rate of that precision). Ours "
-        "is split by torch.profiler's self CPU time over 8 decode steps in the middle of a decode (shares applied to "
-        "the timed step; the profiler's per-op overhead inflates 'rest' at small batches). CTranslate2 does the same "
-        "FLOPs and moves the same bytes, so it gets the same bound.", "",
+        f"A cell's mean decode step ({args.new_tokens} steps per batch, prefill counted in): the time the engine's "
+        f"process ran (its CPU seconds / {args.threads} threads: what other processes took from the shared cores is "
+        "left out), its wall time beside it, against the bytes and FLOPs of that step (`bench.roofline`: decoder "
+        "weights, K/V at the mean span and source length, logits; float32 weights and K/V; int8 weights 1 byte "
+        "with float32 K/V; bfloat16 2 bytes), at the best rate measured at either thread count: bound = max(bytes "
+        "from L3, FLOPs at the GEMM rate of that precision). Ours is split by torch.profiler's self CPU time over 8 "
+        "decode steps in the middle of a decode (in this process, after the timed runs; its shares applied to the "
+        "step; the profiler's per-op overhead inflates 'rest' at small batches). CTranslate2 does the same FLOPs and "
+        "moves the same bytes, so it gets the same bound.", "",
         *lines, "",
     ]  # fmt: skip
 

@@ -74,15 +74,18 @@ def multiples(seconds: float, work: Work, bandwidth: float, flop_rate: float) ->
     return {"memory": seconds / memory, "compute": seconds / compute, "roofline": seconds / max(memory, compute)}
 
 
-def device_seconds(fn: Callable[[], object], iters: int, device: torch.device) -> float:
+def device_seconds(
+    fn: Callable[[], object], iters: int, device: torch.device, clock: Callable[[], float] = time.perf_counter
+) -> float:
     """Mean seconds of `fn` over `iters` calls after one warm-up, timed with CUDA events on a GPU (the calls queue
-    back to back: device time) and the wall clock elsewhere."""
+    back to back: device time) and by `clock` elsewhere (the wall clock; `time.process_time` counts only the time
+    this process ran, all its threads together)."""
     fn()
     if device.type != "cuda":
-        start = time.perf_counter()
+        start = clock()
         for _ in range(iters):
             fn()
-        return (time.perf_counter() - start) / iters
+        return (clock() - start) / iters
     begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     torch.cuda.synchronize(device)
     begin.record()
@@ -93,11 +96,13 @@ def device_seconds(fn: Callable[[], object], iters: int, device: torch.device) -
     return begin.elapsed_time(end) / 1000 / iters
 
 
-def copy_bandwidth(device: torch.device, nbytes: int, iters: int = 10) -> float:
+def copy_bandwidth(
+    device: torch.device, nbytes: int, iters: int = 10, clock: Callable[[], float] = time.perf_counter
+) -> float:
     """Bytes/s of one large device-to-device copy, counting what it reads and what it writes (2 x nbytes)."""
     src = torch.empty(nbytes, dtype=torch.uint8, device=device).fill_(1)
     dst = torch.empty_like(src)
-    return 2 * nbytes / device_seconds(lambda: dst.copy_(src), iters, device)
+    return 2 * nbytes / device_seconds(lambda: dst.copy_(src), iters, device, clock)
 
 
 def matmul_rate(device: torch.device, dtype: torch.dtype, n: int, iters: int = 10) -> float:
