@@ -22,12 +22,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from bench import engines, marian
-from bench.load import thread_env
+from bench.loadgen import one_post, per_step, server_metrics
 from bench.machine import machine_info, machine_line
 from bench.model_speed import build_engine
 from bench.report import DOC, command, log, ratio, write_section
-from bench.serving import one_post, per_step, server_metrics
 from bench.timing import Isolated
+from bench.workload import thread_env
 from model.checkpoint import load
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -51,7 +51,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 @contextlib.contextmanager
 def server(path: Path, checkout: Path, threads: int) -> Iterator[str]:
     """A ready server of `checkout` with default settings on the model at `path`: its base URL."""
-    from tests.server import ServerProcess
+    from bench.harness.server import ServerProcess
 
     pythonpath = os.pathsep.join(filter(None, [str(checkout), os.environ.get("PYTHONPATH")]))
     env = {**thread_env(threads), "PYTHONPATH": pythonpath}

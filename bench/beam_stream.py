@@ -17,9 +17,9 @@ import time
 import httpx
 
 from app.settings import BUILTIN
+from bench.harness.client import parse_sse
 from bench.machine import machine_info, machine_line
 from bench.report import DOC, command, log, ratio, write_section
-from tests.app.helpers import parse_sse
 
 SECTION = "## Beam search that streams (bench/beam_stream.py)"
 TEXTS = [
@@ -52,7 +52,7 @@ def one(client: httpx.Client, url: str, text: str, beams: int) -> tuple[float, f
 
 def run(args) -> list[str]:
     """The table rows, one per text."""
-    from tests.server import ServerProcess
+    from bench.harness.server import ServerProcess
 
     server = ServerProcess("--model", str(BUILTIN), "--no-cache", "--log-level", "warning").wait(timeout=600)
     rows = []

@@ -20,9 +20,8 @@ from pathlib import Path
 
 import httpx
 
+from bench.harness.server import RedisServer, ServerProcess, add_keys
 from bench.machine import cpu_model
-from tests.app.helpers import add_keys
-from tests.server import RedisServer, ServerProcess
 
 TEXTS = [f"The meeting number {i} starts at nine in the small room." for i in range(20)]
 KEY = "bench-key"

@@ -17,8 +17,8 @@ import time
 import docx
 import httpx
 
+from bench.harness.server import ServerProcess
 from bench.machine import cpu_model
-from tests.server import ServerProcess
 
 ADJ = ["big", "small", "red", "old", "quiet"]
 NOUN = ["house", "dog", "car", "book", "garden"]

@@ -30,7 +30,7 @@ case $stage in
   wait
   flags="--device cuda --model /tmp/opus-mt-en-de --clients 64,256 --client-procs 8 --workers 4 --threads 4"
   for load in default mixed; do
-    timeout 170 python3 -m bench.serving $flags --requests 1024 --repeats 3 --load $load \
+    timeout 170 python3 -m bench.serving $flags --requests 1024 --repeats 3 --load $load --single-requests 0 --no-sweep \
       --out "$out/serving-$load.md" 2>&1 | tee "$out/serving-$load.log" | grep -E "^this tree|^\| this"
   done
   ;;

@@ -50,7 +50,7 @@ def offline_engine(hf_dir: Path, dtype: str) -> engines.Engine:
 
 def start_server(checkout: Path, hf_dir: Path, dtype: str, threads: int):
     """A server of `checkout` (its own app code) on the model, default settings otherwise; not waited for."""
-    from tests.server import ServerProcess
+    from bench.harness.server import ServerProcess
 
     pythonpath = os.pathsep.join(filter(None, [str(checkout), os.environ.get("PYTHONPATH")]))
     env = {"OMP_NUM_THREADS": str(threads), "PYTHONPATH": pythonpath}

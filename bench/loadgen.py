@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import aiohttp
+import httpx
 
 spawn = multiprocessing.get_context("spawn")
 
@@ -265,3 +266,33 @@ def open_loop(
     shares = [(url, timed[i::procs], timeout, max(1, connections // procs)) for i in range(procs)]
     outs, cpu = spread(_open, shares)
     return summarize([s for out in outs for s in out], len(payloads), cpu)
+
+
+def server_metrics(url: str) -> dict[str, float]:
+    """The counters this benchmark reads from /metrics."""
+    wanted = ("mt_batch_size_sum", "mt_batch_size_count", 'mt_step_duration_seconds_sum{phase="decode"}')
+    wanted += ('mt_step_duration_seconds_count{phase="decode"}',)
+    out = {}
+    for line in httpx.get(url + "/metrics", timeout=10).text.splitlines():
+        name, _, number = line.rpartition(" ")
+        if name in wanted:
+            out[name] = float(number)
+    return out
+
+
+def one_post(url: str, texts: list[str], fields: dict, pair: tuple[str, str]) -> float:
+    """Tokens/s of one POST carrying every text."""
+    payload = {"q": texts, "source": pair[0], "target": pair[1], "parameters": fields}
+    t0 = time.perf_counter()
+    r = httpx.post(url + "/translate", json=payload, timeout=600)
+    seconds = time.perf_counter() - t0
+    r.raise_for_status()
+    return sum(d["generated_tokens"] for d in r.json()["details"]) / seconds
+
+
+def per_step(before: dict[str, float], after: dict[str, float]) -> tuple[float, float]:
+    """Rows per decode step and mean decode step (ms) between two /metrics readings."""
+    d = {k: after.get(k, 0.0) - before.get(k, 0.0) for k in after}
+    decode = 'mt_step_duration_seconds_{}{{phase="decode"}}'
+    rows = d["mt_batch_size_sum"] / max(d["mt_batch_size_count"], 1)
+    return rows, 1000 * d[decode.format("sum")] / max(d[decode.format("count")], 1)

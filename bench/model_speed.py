@@ -25,7 +25,7 @@ from pathlib import Path
 
 import torch
 
-from bench import engines, marian
+from bench import cpu_roofline, engines, marian
 from bench.machine import machine_info, machine_line
 from bench.report import DOC, command, log, ratio, write_section
 from bench.timing import Cell, Isolated, Local, time_cell
@@ -148,6 +148,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
+def cell_sources(args: argparse.Namespace, sources: list[list[int]], batch: int) -> list[list[int]]:
+    """The sentences a batch size runs (fewer at batch 1)."""
+    return sources[: min(args.batch1_sentences, args.sentences) if batch == 1 else args.sentences]
+
+
 def run(args: argparse.Namespace, hf_dir: Path, ct2_dir: Path, names: list[str]) -> tuple[dict, dict]:
     """Every (mode, batch) cell, engines interleaved: ({(mode, batch): {name: Cell}}, greedy agreement)."""
     if args.same_process:
@@ -161,16 +166,55 @@ def run(args: argparse.Namespace, hf_dir: Path, ct2_dir: Path, names: list[str])
     results = {}
     for beam in args.beams:
         for batch in args.batch_sizes:
-            mode, n = ("greedy" if beam == 1 else f"beam {beam}"), (args.batch1_sentences if batch == 1 else None)
-            start = time.perf_counter()
+            mode, start = ("greedy" if beam == 1 else f"beam {beam}"), time.perf_counter()
             cells = results[(mode, batch)] = time_cell(
-                runners, sources[: n or args.sentences], batch, beam, args.new_tokens
+                runners, cell_sources(args, sources, batch), batch, beam, args.new_tokens
             )
             log(f"{mode:>7} batch {batch:>3} ({time.perf_counter() - start:5.1f}s): "
                 + ", ".join(f"{k} {c.tps:.0f}" for k, c in cells.items()))  # fmt: skip
     for r in runners:
         r.close()
     return results, agree
+
+
+def roofline(args: argparse.Namespace, hf_dir: Path, results: dict, names: list[str], rates: list) -> list[str]:
+    """Markdown: the CPU's rates and every cell's step against its bound, ours split into GEMMs, attention and the
+    rest by torch.profiler (in this process, at the same threads)."""
+    from model.checkpoint import load
+
+    models = {OURS[n]: load(hf_dir, dtype=OURS[n]).model for n in names if n in OURS}
+    cfg, best = models["float32"].cfg, cpu_roofline.best_of(*rates)
+    sources, lines = marian.sources(args.sentences, marian.CPU["vocab"], args.seed + 1), [*cpu_roofline.TABLE_HEAD]
+    for (mode, batch), cells in results.items():
+        src, beam = cell_sources(args, sources, batch), 1 if mode == "greedy" else int(mode.split()[1])
+        parts = [src[i : i + batch] for i in range(0, len(src), batch)]
+        bounds, steps = {}, 1
+        for precision in dict.fromkeys({**OURS, **CT2}[n] for n in names if n in OURS or n in CT2):
+            bounds[precision], steps = cpu_roofline.cell_bound(cfg, precision, parts, beam, args.new_tokens, best)
+        ran = {n: (cells[n].cpu / args.threads / steps, cells[n].seconds / steps) for n in names}
+        ours = {
+            OURS[n]: (*ran[n], cpu_roofline.profile_steps(models[OURS[n]], parts[0], beam, args.new_tokens))
+            for n in names if n in OURS
+        }  # fmt: skip
+        ct2 = {CT2[n]: ran[n] for n in names if n in CT2}
+        lines += cpu_roofline.cell_rows(f"{mode} | {batch}", bounds, ours, ct2)
+    return [
+        "### Against the CPU's roofline (bench/cpu_roofline.py)", "",
+        "Measured rates (best of three rounds each; GEMMs (1024 x 1024) x (1024 x 4096); copies count the bytes read "
+        "and written; at one thread timed by the CPU time the process ran, at more by the wall clock, so on a shared "
+        "machine the 2-thread rates can fall below the 1-thread ones):", "",
+        cpu_roofline.rates_table(rates), "",
+        f"A cell's mean decode step ({args.new_tokens} steps per batch, prefill counted in): the time the engine's "
+        f"process ran (its CPU seconds / {args.threads} threads: what other processes took from the shared cores is "
+        "left out), its wall time beside it, against the bytes and FLOPs of that step (`bench.roofline`: decoder "
+        "weights, K/V at the mean span and source length, logits; float32 weights and K/V; int8 weights 1 byte "
+        "with float32 K/V; bfloat16 2 bytes), at the best rate measured at either thread count: bound = max(bytes "
+        "from L3, FLOPs at the GEMM rate of that precision). Ours is split by torch.profiler's self CPU time over 8 "
+        "decode steps in the middle of a decode (in this process, after the timed runs; its shares applied to the "
+        "step; the profiler's per-op overhead inflates 'rest' at small batches). CTranslate2 does the same FLOPs and "
+        "moves the same bytes, so it gets the same bound.", "",
+        *lines, "",
+    ]  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -185,8 +229,10 @@ def main(argv: list[str] | None = None) -> int:
         ct2_dir = engines.ct2_convert(hf_dir, work / "ct2")
         names = engine_names(not args.skip_int8, not args.skip_bf16)
         load_before = os.getloadavg()[0]
+        rates = [cpu_roofline.measure(n) for n in dict.fromkeys([1, args.threads])]
         results, agree = run(args, hf_dir, ct2_dir, names)
         load_after = os.getloadavg()[0]
+        bound = roofline(args, hf_dir, results, names, rates)
     wrong = {(m, b, k): c.wrong_length for (m, b), cells in results.items() for k, c in cells.items() if c.wrong_length}
     notes = [
         f"Token-count check: every engine generated exactly {args.new_tokens} tokens for every sentence."
@@ -198,7 +244,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{os.cpu_count()} cores): absolute numbers are noisy, the ratios of this one interleaved run are what counts.",
     ]
     info = machine_info("transformers", "ctranslate2")
-    section = render(info, args, table(results, names), target_lines(results, names), notes)
+    section = render(info, args, table(results, names), target_lines(results, names), notes) + "\n" + "\n".join(bound)
     print(section)
     if not args.no_write:
         write_section(args.output, section, SECTION.format(cpu=info["cpu"]))

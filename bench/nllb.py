@@ -1,5 +1,5 @@
 """Random NLLB-200 (M2M100 layout) checkpoints for the benchmarks: one builder for every shape, saved with a tiny NLLB
-tokenizer (tests.fixtures) so that `model.checkpoint.load` serves them as it serves a real NLLB-200."""
+tokenizer (bench.harness.fixtures) so that `model.checkpoint.load` serves them as it serves a real NLLB-200."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def hf_model(shape: dict, seed: int = 0):
     """A random `M2M100ForConditionalGeneration` of `shape` (NLLB-200's network and settings) in eval mode."""
     from transformers import GenerationConfig, M2M100Config, M2M100ForConditionalGeneration
 
-    from tests.fixtures import hf_shape, m2m100_ids
+    from bench.harness.fixtures import hf_shape, m2m100_ids
 
     sizes = hf_shape(shape["d_model"], shape["layers"], shape["heads"], shape["ffn"], positions=1024)
     cfg = M2M100Config(
@@ -40,7 +40,7 @@ def hf_model(shape: dict, seed: int = 0):
 
 def write(out: Path, shape: dict = TINY, seed: int = 0) -> Path:
     """A random NLLB-shaped checkpoint directory (`save_pretrained` + NLLB tokenizer files)."""
-    from tests.fixtures import m2m100_tokenizer
+    from bench.harness.fixtures import m2m100_tokenizer
 
     tok = m2m100_tokenizer(out, "nllb")
     if len(tok) > shape["vocab"]:

@@ -1,5 +1,5 @@
-"""The decode step's roofline: the bytes a step must move and the FLOPs it must do, the card's measured copy bandwidth
-and matmul rate, and a measured step as a multiple of the bound.
+"""The decode step's roofline: the bytes a step must move and the FLOPs it must do, a device's measured copy bandwidth
+and matmul rate (a GPU's here, a CPU's in bench.cpu_roofline), and a measured step as a multiple of the bound.
 
 A step at `rows` rows reads the decoder's weights once (self-attention Q/K/V/O, cross-attention Q/O: its K/V
 projections ran at prefill, the FFN, the LayerNorms, the output projection and its bias; plus one token-embedding and
@@ -23,12 +23,12 @@ class Work:
     """What one decode step must read or write (bytes) and compute (FLOPs)."""
 
     weights: int  # decoder weights read once (incl. the output projection) and the rows' embedding rows
-    kv: int  # self-attention K/V at the span and cross-attention K/V at the source length
+    kv: float  # self-attention K/V at the span and cross-attention K/V at the source length
     logits: int  # the (rows, vocab) logits written
-    flops: int
+    flops: float
 
     @property
-    def bytes(self) -> int:
+    def bytes(self) -> float:
         """Everything the step moves."""
         return self.weights + self.kv + self.logits
 
@@ -43,21 +43,27 @@ def step_parameters(cfg: ModelConfig) -> int:
     return cfg.decoder_layers * layer + norms + out
 
 
-def step_flops(cfg: ModelConfig, rows: int, span: int, source: int) -> int:
+def matmul_flops(cfg: ModelConfig, rows: int) -> int:
+    """FLOPs of a step's weight matmuls alone (projections, FFN, output projection): what its linear layers do."""
+    d, f = cfg.d_model, cfg.d_ff
+    return 2 * rows * (cfg.decoder_layers * (6 * d * d + 2 * d * f) + cfg.tgt_vocab_size * d)
+
+
+def step_flops(cfg: ModelConfig, rows: int, span: float, source: float) -> float:
     """FLOPs of one step: 2 per multiply-add of the projections, the FFN and the output projection, and attention's
     QK^T and AV over `span` positions (self) and `source` positions (cross)."""
-    d, f = cfg.d_model, cfg.d_ff
-    matmul = cfg.decoder_layers * (6 * d * d + 2 * d * f) + cfg.tgt_vocab_size * d
-    attention = cfg.decoder_layers * 2 * d * (span + source)
-    return 2 * rows * (matmul + attention)
+    return matmul_flops(cfg, rows) + 2 * rows * cfg.decoder_layers * 2 * cfg.d_model * (span + source)
 
 
-def step_work(cfg: ModelConfig, rows: int, span: int, source: int, element: int = 2, logit: int = 4) -> Work:
-    """The work of one step at `rows` rows, `span` self-attention positions and `source` cross-attention positions,
-    weights and K/V of `element` bytes, logits of `logit` bytes (float32, as the step writes them today)."""
+def step_work(
+    cfg: ModelConfig, rows: int, span: float, source: float, element: int = 2, logit: int = 4, kv: int | None = None
+) -> Work:
+    """The work of one step at `rows` rows, `span` self-attention positions and `source` cross-attention positions
+    (means are fine: both are linear in them), weights of `element` bytes and K/V of `kv` bytes (default `element`;
+    int8 engines keep float32 K/V), logits of `logit` bytes (float32, as the step writes them today)."""
     d, layers = cfg.d_model, cfg.decoder_layers
     weights = (step_parameters(cfg) + 2 * rows * d) * element  # + a token-embedding and a position row per row
-    kv = 2 * layers * rows * (span + source) * d * element
+    kv = 2 * layers * rows * (span + source) * d * (element if kv is None else kv)
     return Work(weights, kv, rows * cfg.tgt_vocab_size * logit, step_flops(cfg, rows, span, source))
 
 
@@ -68,15 +74,18 @@ def multiples(seconds: float, work: Work, bandwidth: float, flop_rate: float) ->
     return {"memory": seconds / memory, "compute": seconds / compute, "roofline": seconds / max(memory, compute)}
 
 
-def device_seconds(fn: Callable[[], object], iters: int, device: torch.device) -> float:
+def device_seconds(
+    fn: Callable[[], object], iters: int, device: torch.device, clock: Callable[[], float] = time.perf_counter
+) -> float:
     """Mean seconds of `fn` over `iters` calls after one warm-up, timed with CUDA events on a GPU (the calls queue
-    back to back: device time) and the wall clock elsewhere."""
+    back to back: device time) and by `clock` elsewhere (the wall clock; `time.process_time` counts only the time
+    this process ran, all its threads together)."""
     fn()
     if device.type != "cuda":
-        start = time.perf_counter()
+        start = clock()
         for _ in range(iters):
             fn()
-        return (time.perf_counter() - start) / iters
+        return (clock() - start) / iters
     begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     torch.cuda.synchronize(device)
     begin.record()
@@ -87,11 +96,13 @@ def device_seconds(fn: Callable[[], object], iters: int, device: torch.device) -
     return begin.elapsed_time(end) / 1000 / iters
 
 
-def copy_bandwidth(device: torch.device, nbytes: int, iters: int = 10) -> float:
+def copy_bandwidth(
+    device: torch.device, nbytes: int, iters: int = 10, clock: Callable[[], float] = time.perf_counter
+) -> float:
     """Bytes/s of one large device-to-device copy, counting what it reads and what it writes (2 x nbytes)."""
     src = torch.empty(nbytes, dtype=torch.uint8, device=device).fill_(1)
     dst = torch.empty_like(src)
-    return 2 * nbytes / device_seconds(lambda: dst.copy_(src), iters, device)
+    return 2 * nbytes / device_seconds(lambda: dst.copy_(src), iters, device, clock)
 
 
 def matmul_rate(device: torch.device, dtype: torch.dtype, n: int, iters: int = 10) -> float:

@@ -6,6 +6,7 @@ sentences and decoding work (greedy, exactly --new-tokens tokens per text).
     python -m bench.serving --device cuda --model DIR --clients 64,256 --client-procs 8   # a GPU machine
     python -m bench.serving --tiny --texts 16 --clients 8 --requests 32 --new-tokens 16 --no-write   # smoke run
     python -m bench.serving --device cuda --model DIR --load default    # every request the checkpoint's beam (4)
+    python -m bench.serving --single-requests 0 --no-sweep              # (1) and (2) alone (bench/gpu_check.sh)
 
 --load picks the requests: greedy (beam_size 1), default (no beam_size: the checkpoint's, OPUS-MT's beam 4) or mixed
 (the two alternating); every one forced to --new-tokens tokens, streamed; the offline engine decodes the same requests
@@ -15,6 +16,9 @@ with the parameters the server derives from them (app.api.translate.decode_param
 (2) For each --clients C: C closed-loop streaming clients spread over --client-procs processes. Client tokens/s,
     TTFT and latency; the server's own rows per decode step and decode step time (from its /metrics); the offline
     engine at the same rows (batches of that many rows); and where the machine's CPU went (engine, HTTP, clients).
+(3) Latency against load: Poisson arrivals at --fractions of (2)'s req/s at the largest client count (TTFT, latency,
+    a plot); (4) the same weights served one request at a time (a server with --max-batch-size 1, one client,
+    --single-requests requests): the batching server under load should give >= 10x its tokens/s.
 """
 
 from __future__ import annotations
@@ -26,19 +30,19 @@ import statistics
 import tempfile
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-import httpx
 import torch
 
 from app.engine.proc import budget, decoder
 from app.settings import Settings
-from bench.load import decode_fields, model_dir, pick_sentences
-from bench.loadgen import Stats, closed_loop
+from bench import sweep
+from bench.loadgen import Stats, closed_loop, one_post, per_step, server_metrics
 from bench.machine import machine_info, machine_line
 from bench.procs import cpu_account, cpu_lines
 from bench.report import command, log, write_section
+from bench.workload import LOAD_WORDS, LOADS, bodies, load_fields, model_dir, pick_sentences, server_params, thread_env
 from model.checkpoint import load
 from model.precision import choose
 
@@ -46,12 +50,6 @@ ROOT = Path(__file__).resolve().parents[1]
 SECTION = "## Serving through the engine core (bench/serving.py)"  # greedy; other loads get their own section
 ONE_POST_TARGET = 0.9
 LOADED_TARGET = 0.85  # issue 26: server / offline tokens/s under the default and the mixed load
-LOADS = ("greedy", "default", "mixed")
-LOAD_WORDS = {
-    "greedy": "greedy",
-    "default": "every request without beam_size (the checkpoint's default beam; one POST alike)",
-    "mixed": "requests alternating between the checkpoint's default beam and greedy (one POST: the default beam)",
-}
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -76,6 +74,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default="auto",
         help="the overlap scheduler, in this tree's server and the offline engine alike (auto: on on cuda, off on cpu)",
     )
+    p.add_argument("--single-requests", type=int, default=32, help="requests of (4); 0 skips it (32)")
+    floats = lambda text: [float(x) for x in text.split(",") if x.strip()]  # noqa: E731
+    p.add_argument("--fractions", type=floats, default=[0.25, 0.5, 0.75, 0.9, 1.0], help="(3)'s rates, x (2)'s req/s")
+    p.add_argument("--no-sweep", action="store_true", help="skip (3), the Poisson sweep")
+    p.add_argument("--poisson-seconds", type=float, default=30.0, help="arrivals per rate in (3), s (30)")
+    p.add_argument("--poisson-max-requests", type=int, default=2000, help="requests per rate in (3) at most (2000)")
+    p.add_argument("--plot", type=Path, help=f"(3)'s PNG (default: {sweep.PLOT_NAME} next to --out)")
     p.add_argument("--before", type=Path, help="also run the server of this checkout (e.g. main) for comparison")
     p.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks.md", help="markdown file to update")
     p.add_argument("--no-write", action="store_true", help="print the section only")
@@ -86,26 +91,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def section_heading(load: str) -> str:
     """The docs section of a load: the greedy one as before, the others beside it."""
     return SECTION if load == "greedy" else SECTION.replace(" (", f": {load} requests (", 1)
-
-
-def load_fields(load: str, new_tokens: int) -> list[dict]:
-    """The `parameters` of a load's requests, cycled: greedy, the checkpoint's default beam (no beam_size), or the
-    two alternating; every one forced to `new_tokens` tokens."""
-    greedy, default = (
-        decode_fields(new_tokens, forced=True),
-        {"max_new_tokens": new_tokens, "min_new_tokens": new_tokens},
-    )
-    return {"greedy": [greedy], "default": [default], "mixed": [default, greedy]}[load]
-
-
-def server_params(ck, fields: list[dict], rows: int) -> list:
-    """The DecodeParams the server derives from each kind of request (its checkpoint defaults and limits)."""
-    from app.api.translate import decode_params
-    from app.schemas import TranslateRequest
-
-    settings = Settings(max_batch_size=rows)
-    body = lambda f: TranslateRequest(q="x", source=ck.source_lang, target=ck.target_lang, parameters=f)  # noqa: E731
-    return [decode_params(body(f), settings, ck, ck.target_lang) for f in fields]
 
 
 @dataclass
@@ -136,6 +121,8 @@ class Served:
     name: str
     one_post: list[tuple[float, float]]  # (server tokens/s, offline tokens/s) per repeat
     loaded: list[Loaded]
+    points: list[sweep.Point] = field(default_factory=list)  # (3), this tree only
+    single: Stats | None = None  # (4), this tree only
 
 
 def sync(device: str) -> None:
@@ -175,18 +162,6 @@ def offline(model, sources: list[list[int]], params: list, rows: int, device: st
     return Offline(rows, tokens / wall, 1000 * decode / max(steps, 1))
 
 
-def server_metrics(url: str) -> dict[str, float]:
-    """The counters this benchmark reads from /metrics."""
-    wanted = ("mt_batch_size_sum", "mt_batch_size_count", 'mt_step_duration_seconds_sum{phase="decode"}')
-    wanted += ('mt_step_duration_seconds_count{phase="decode"}',)
-    out = {}
-    for line in httpx.get(url + "/metrics", timeout=10).text.splitlines():
-        name, _, number = line.rpartition(" ")
-        if name in wanted:
-            out[name] = float(number)
-    return out
-
-
 def max_batch(args: argparse.Namespace) -> int:
     """The server's --max-batch-size (and the offline runner's): the largest client count or text count."""
     return max(args.texts, *(int(c) for c in args.clients.split(",")))
@@ -195,53 +170,20 @@ def max_batch(args: argparse.Namespace) -> int:
 @contextlib.contextmanager
 def serving(args: argparse.Namespace, path: Path, checkout: Path, rows: int) -> Iterator[tuple[str, int]]:
     """A ready server of `checkout` (its own app code) on 127.0.0.1: its base URL and launcher pid."""
-    from tests.server import ServerProcess
+    from bench.harness.server import ServerProcess
 
     flags = ["--model", str(path), "--device", args.device, "--dtype", args.dtype, "--max-batch-size", str(rows)]
     flags += ["--max-queue", "100000", "--log-level", "warning"]
     if checkout == ROOT:  # flags another checkout may not know
         flags += ["--workers", str(args.workers), "--overlap" if overlapping(args) else "--no-overlap"]
     pythonpath = os.pathsep.join(filter(None, [str(checkout), os.environ.get("PYTHONPATH")]))  # keep the caller's
-    env = {"OMP_NUM_THREADS": str(args.threads), "PYTHONPATH": pythonpath}
+    env = {**thread_env(args.threads), "PYTHONPATH": pythonpath}
     server = ServerProcess(*flags, env=env, cwd=checkout)
     try:
         server.wait(timeout=600)
         yield server.url, server.proc.pid
     finally:
         server.stop()
-
-
-def bodies(texts: list[str], n: int, fields: list[dict], stream: bool, pair: tuple[str, str]) -> list[dict]:
-    """n single-text bodies cycling through texts, request i with parameters fields[i % len(fields)]."""
-    src, tgt = pair
-    return [
-        {
-            "q": texts[i % len(texts)],
-            "source": src,
-            "target": tgt,
-            "stream": stream,
-            "parameters": fields[i % len(fields)],
-        }
-        for i in range(n)
-    ]
-
-
-def one_post(url: str, texts: list[str], fields: dict, pair: tuple[str, str]) -> float:
-    """Tokens/s of one POST carrying every text."""
-    payload = {"q": texts, "source": pair[0], "target": pair[1], "parameters": fields}
-    t0 = time.perf_counter()
-    r = httpx.post(url + "/translate", json=payload, timeout=600)
-    seconds = time.perf_counter() - t0
-    r.raise_for_status()
-    return sum(d["generated_tokens"] for d in r.json()["details"]) / seconds
-
-
-def per_step(before: dict[str, float], after: dict[str, float]) -> tuple[float, float]:
-    """Rows per decode step and mean decode step (ms) between two /metrics readings."""
-    d = {k: after.get(k, 0.0) - before.get(k, 0.0) for k in after}
-    decode = 'mt_step_duration_seconds_{}{{phase="decode"}}'
-    rows = d["mt_batch_size_sum"] / max(d["mt_batch_size_count"], 1)
-    return rows, 1000 * d[decode.format("sum")] / max(d[decode.format("count")], 1)
 
 
 def under_load(
@@ -286,6 +228,17 @@ def measure(
                 f"{ld.offline.step_ms:.2f} "
                 f"ms; errors {ld.stats.errors}"
             )
+        if checkout == ROOT and not args.no_sweep:
+            make = lambda n, start: bodies(texts, n, fields, True, pair, start)  # noqa: E731
+            opts = {"max_requests": args.poisson_max_requests, "timeout": 600, "max_inflight": 1024}
+            opts |= {"seed": args.seed, "client_procs": args.client_procs}
+            max_rps = result.loaded[-1].stats.rps
+            result.points = sweep.sweep(url + "/translate", make, args.fractions, max_rps, args.poisson_seconds, opts)
+    if checkout == ROOT and args.single_requests:
+        with serving(args, path, checkout, 1) as (url, _):
+            result.single = sweep.one_at_a_time(url + "/translate", bodies(texts, args.single_requests, fields, True,
+                                                                           pair))  # fmt: skip
+        log(f"{name}: one request at a time {result.single.tps:.0f} tokens/s")
     return result
 
 
@@ -336,6 +289,24 @@ def tables(runs: list[Served], args) -> list[str]:
     for run in runs:
         for ld in run.loaded:
             lines += ["", *cpu_lines(ld.cpu, ld.stats.client_cpu, f"{run.name}, {ld.clients} clients")]
+    return lines + single_lines(runs[0], args)
+
+
+def single_lines(run: Served, args) -> list[str]:
+    """Markdown: (4), one request at a time, against (2) at the largest client count; then (3), the sweep."""
+    lines = []
+    if run.single is not None:
+        s, loaded = run.single, run.loaded[-1]
+        ratio = loaded.stats.tps / s.tps if s.tps else 0.0
+        met = "met" if ratio >= sweep.SINGLE_TARGET else "**not met**"
+        lines += [
+            "", f"One request at a time: a server with `--max-batch-size 1`, one client, {s.requests} requests "
+            f"(streamed): {s.tps:.0f} tokens/s, latency p50 / p95 {ms(s.latency)} ms, {s.requests - s.ok} errors. "
+            f"{loaded.clients} clients on the batching server get {ratio:.1f}x that (target >= "
+            f"{sweep.SINGLE_TARGET:g}x: {met}).",
+        ]  # fmt: skip
+    if run.points:
+        lines += ["", *sweep.sweep_lines(run.points, args.poisson_seconds, args.seed, args.plot_name)]
     return lines
 
 
@@ -368,7 +339,7 @@ def render(args, runs: list[Served], model: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     """Measure this tree's server (and --before's), print the section, write it unless --no-write."""
     args = parse_args(argv)
-    os.environ["OMP_NUM_THREADS"] = str(args.threads)
+    os.environ.update(thread_env(args.threads))
     torch.set_num_threads(args.threads)
     with tempfile.TemporaryDirectory(prefix="bench_serving_") as tmp:
         path = model_dir(args, Path(tmp))
@@ -386,6 +357,12 @@ def main(argv: list[str] | None = None) -> int:
         f"{ck.name} ({ck.parameters / 1e6:.1f} M parameters, {ck.precision}, d_model "
         f"{ck.model.cfg.d_model}, {ck.model.cfg.encoder_layers}+{ck.model.cfg.decoder_layers} layers)"
     )
+    args.plot_name = None
+    if runs[0].points and not args.no_write:
+        plot = args.plot or args.out.parent / sweep.PLOT_NAME
+        title = f"{ck.name}: {args.new_tokens} tokens per request, {args.load}"
+        sweep.plot(runs[0].points, runs[0].loaded[-1].stats.rps, title, plot)
+        args.plot_name = os.path.relpath(plot.resolve(), args.out.resolve().parent)
     section = render(args, runs, model)
     print(section)
     if not args.no_write:

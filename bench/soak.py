@@ -26,10 +26,10 @@ from pathlib import Path
 
 import aiohttp
 
-from bench.load import model_dir
 from bench.loadgen import session, split, spread
 from bench.procs import rss_mb
 from bench.report import write_section
+from bench.workload import model_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 SECTION = "## Soak (bench/soak.py)"
@@ -173,7 +173,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def leftover(base: str, timeout: float = 10.0) -> float:
     """Requests still running or waiting once the load is over (0 unless rows leak), after up to `timeout` s."""
-    from tests.app.helpers import metrics, value
+    from bench.harness.client import metrics, value
 
     deadline, left = time.monotonic() + timeout, 0.0
     while time.monotonic() < deadline:
@@ -227,7 +227,7 @@ def report(
 
 def main(argv: list[str] | None = None) -> int:
     """Run the soak; exit 1 when anything was lost or wrong."""
-    from tests.server import ServerProcess
+    from bench.harness.server import ServerProcess
 
     args = parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="bench_soak_") as tmp:

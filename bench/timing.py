@@ -28,11 +28,16 @@ class Local:
 
     def timed(self, batch: list[list[int]], beam: int, new: int) -> tuple[list[list[int]], float]:
         """The engine's outputs on one batch and its wall seconds."""
+        return self.measured(batch, beam, new)[:2]
+
+    def measured(self, batch: list[list[int]], beam: int, new: int) -> tuple[list[list[int]], float, float]:
+        """The engine's outputs on one batch, its wall seconds and this process's CPU seconds (all its threads: at
+        one thread, the time it ran, whatever else the machine ran meanwhile)."""
         sync()
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         out = self.run(batch, beam, new)
         sync()
-        return out, time.perf_counter() - start
+        return out, time.perf_counter() - start, time.process_time() - cpu
 
     def close(self) -> None:
         """Nothing to release."""
@@ -48,9 +53,9 @@ def _start_worker(name: str, build: Callable[..., Engine], args: tuple, threads:
     _WORKER = Local(name, build(*args))
 
 
-def _timed_in_worker(batch: list[list[int]], beam: int, new: int) -> tuple[list[list[int]], float]:
-    """Local.timed in the worker."""
-    return _WORKER.timed(batch, beam, new)
+def _measured_in_worker(batch: list[list[int]], beam: int, new: int) -> tuple[list[list[int]], float, float]:
+    """Local.measured in the worker."""
+    return _WORKER.measured(batch, beam, new)
 
 
 class Isolated:
@@ -65,7 +70,11 @@ class Isolated:
 
     def timed(self, batch: list[list[int]], beam: int, new: int) -> tuple[list[list[int]], float]:
         """The engine's outputs on one batch and its wall seconds, timed in the worker."""
-        return self.pool.submit(_timed_in_worker, batch, beam, new).result()
+        return self.measured(batch, beam, new)[:2]
+
+    def measured(self, batch: list[list[int]], beam: int, new: int) -> tuple[list[list[int]], float, float]:
+        """The engine's outputs on one batch, its wall seconds and the worker's CPU seconds, timed in the worker."""
+        return self.pool.submit(_measured_in_worker, batch, beam, new).result()
 
     def run(self, batch: list[list[int]], beam: int, new: int) -> list[list[int]]:
         """The engine's outputs on one batch."""
@@ -78,10 +87,12 @@ class Isolated:
 
 @dataclass
 class Cell:
-    """One engine at one (mode, batch size): generated tokens, seconds, sentences, rows of the wrong length."""
+    """One engine at one (mode, batch size): generated tokens, wall seconds, its process's CPU seconds, sentences, rows
+    of the wrong length."""
 
     tokens: int = 0
     seconds: float = 0.0
+    cpu: float = 0.0
     sentences: int = 0
     wrong_length: int = 0
 
@@ -101,10 +112,10 @@ def time_cell(runners: list[Local | Isolated], sources: list[list[int]], batch: 
     for k, part in enumerate(parts):
         for j in range(len(runners)):
             r = runners[(k + j) % len(runners)]
-            out, seconds = r.timed(part, beam, new)
+            out, seconds, cpu = r.measured(part, beam, new)
             c = cells[r.name]
             c.tokens += sum(map(len, out))
-            c.seconds += seconds
+            c.seconds, c.cpu = c.seconds + seconds, c.cpu + cpu
             c.sentences += len(part)
             c.wrong_length += sum(len(o) != new for o in out)
     return cells

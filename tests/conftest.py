@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fixtures import make_marian, make_native
+from bench.harness.fixtures import make_marian, make_native
 
 
 @pytest.fixture(scope="session")

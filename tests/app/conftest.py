@@ -7,9 +7,9 @@ import shutil
 import pytest
 import torch
 
+from bench.harness.server import RedisServer, ServerProcess
 from model.checkpoint import Checkpoint, load
 from tests.app.inprocess import POISON, CoreThread, Faulty, make_core
-from tests.server import RedisServer, ServerProcess
 
 torch.set_num_threads(1)  # like the server (OMP_NUM_THREADS=1): same kernels, same floating-point results
 

@@ -2,23 +2,16 @@
 
 from __future__ import annotations
 
-import asyncio
-import json
-import re
 import time
-from dataclasses import dataclass
-from pathlib import Path
 
 import httpx
 
-from app.keys.records import KeyRecord
-from app.keys.sqlite_store import SqliteStore
+from bench.harness.client import Sse, metrics, parse_sse, value
 from model.checkpoint import Checkpoint
 from model.generate import generate
 from model.params import DecodeParams
 from model.search import Request
 
-SAMPLE_LINE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)$")
 # forced-length generation: runs exactly 255 tokens (the tiny model's max_positions is 256)
 LONG = {"max_new_tokens": 255, "min_new_tokens": 255}
 
@@ -38,33 +31,6 @@ def ok(url: str, q, **extra) -> dict:
     r = translate(url, q, **extra)
     assert r.status_code == 200, r.text
     return r.json()
-
-
-@dataclass
-class Sse:
-    """One server-sent event."""
-
-    event: str
-    data: dict | None
-
-
-def parse_sse(text: str) -> list[Sse]:
-    """Events from an event-stream body (comments such as keep-alives are skipped)."""
-    events = []
-    for block in text.replace("\r\n", "\n").split("\n\n"):
-        name, data = "message", []
-        for line in block.split("\n"):
-            if line.startswith(":") or not line:
-                continue
-            field, _, value = line.partition(":")
-            value = value.removeprefix(" ")
-            if field == "event":
-                name = value
-            elif field == "data":
-                data.append(value)
-        if data:
-            events.append(Sse(name, json.loads("\n".join(data))))
-    return events
 
 
 def stream(url: str, q, **extra) -> tuple[httpx.Response, list[Sse]]:
@@ -113,30 +79,6 @@ def check_stream(url: str, q, **extra) -> list:
     return events
 
 
-Samples = dict[tuple[str, frozenset], float]
-LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
-
-
-def metrics(url: str) -> Samples:
-    """Samples of /metrics keyed by (name, labels), checking that every line is Prometheus text."""
-    r = httpx.get(url + "/metrics", timeout=10)
-    assert r.status_code == 200
-    assert r.headers["content-type"].startswith("text/plain")
-    out = {}
-    for line in r.text.splitlines():
-        if line and not line.startswith("#"):
-            m = SAMPLE_LINE.match(line)
-            assert m, f"not Prometheus text: {line!r}"
-            labels = frozenset(LABEL.findall(m.group(2) or ""))
-            out[(m.group(1), labels)] = float(m.group(3))
-    return out
-
-
-def value(samples: Samples, name: str, **labels: str) -> float:
-    """One sample's value (0 when absent: a labelled counter appears on first use)."""
-    return samples.get((name, frozenset(labels.items())), 0.0)
-
-
 def wait_for(predicate, timeout: float, interval: float = 0.05) -> float:
     """Poll until predicate() is true; seconds it took (AssertionError on timeout)."""
     start = time.monotonic()
@@ -157,19 +99,6 @@ def offline(ck: Checkpoint, text: str, **params) -> list[str]:
 def offline_hyps(ck: Checkpoint, text: str, **params):
     """The oracle's hypotheses (tokens, score, finish_reason)."""
     return generate(ck.model, [Request(0, ck.tokenizer.encode(text), DecodeParams(**params))])[0]
-
-
-def add_keys(db: Path, keys: dict[str, dict]) -> Path:
-    """Store API keys (key -> limit overrides) in a SQLite key file, as `python -m app keys add` does."""
-
-    async def add() -> None:
-        store = SqliteStore(db)
-        for key, limits in keys.items():
-            await store.add(key, KeyRecord(f"name-{key}", limits))
-        await store.close()
-
-    asyncio.run(add())
-    return db
 
 
 def idle(url: str) -> bool:

@@ -7,7 +7,8 @@ import asyncio
 import httpx
 import pytest
 
-from tests.app.helpers import body, metrics, value
+from bench.harness.client import metrics, value
+from tests.app.helpers import body
 
 TEXTS = [
     "the cat sleeps",

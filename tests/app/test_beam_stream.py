@@ -10,8 +10,9 @@ import httpx
 import pytest
 
 from app.settings import BUILTIN
-from tests.app.helpers import body, check_stream, ok, parse_sse, stream, streamed_text
-from tests.server import ServerProcess
+from bench.harness.client import parse_sse
+from bench.harness.server import ServerProcess
+from tests.app.helpers import body, check_stream, ok, stream, streamed_text
 
 pytest.importorskip("transformers")
 
@@ -28,7 +29,7 @@ LONG_TEXT = (
 def families(tmp_path_factory):
     """One server: the built-in en-es, a tiny multi-target OPUS-MT (en-fr; flat distributions, so beams overtake
     each other) and a tiny NLLB (en-de)."""
-    from tests.fixtures import make_m2m100, make_marian
+    from bench.harness.fixtures import make_m2m100, make_marian
 
     root = tmp_path_factory.mktemp("families")
     opus = make_marian(

@@ -96,9 +96,9 @@ def test_64_default_requests_of_a_beam_4_checkpoint_start_in_one_wave(tmp_path):
     from app.api.translate import decode_params
     from app.engine.proc import make_core
     from app.schemas import TranslateRequest
+    from bench.harness.fixtures import make_marian
     from model.checkpoint import load
     from tests.app.inprocess import submit
-    from tests.fixtures import make_marian
 
     opus = {"num_beams": 4, "max_length": 512, "bad_words_ids": "pad"}
     ck = load(make_marian(tmp_path / "opus-mt-en-fr", generation=opus, byte_fallback=False, positions=512))

@@ -9,11 +9,12 @@ import shutil
 import httpx
 import pytest
 
+from bench.harness.client import metrics, value
+from bench.harness.fixtures import make_native
+from bench.harness.server import ServerProcess
 from model.checkpoint import load
-from tests.app.helpers import metrics, offline, value, without_timing
+from tests.app.helpers import offline, without_timing
 from tests.app.test_translate import DEFAULT_MAX_NEW, TEXTS
-from tests.fixtures import make_native
-from tests.server import ServerProcess
 
 
 @pytest.fixture(scope="module")

@@ -7,9 +7,9 @@ import httpx
 import pytest
 import torch
 
+from bench.harness.server import ServerProcess
 from model.checkpoint import load
 from tests.app.helpers import offline, ok
-from tests.server import ServerProcess
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 TEXTS = ["the cat sleeps", "a big red dog runs in the city", "hello world", "the small green tree eats", "good night"]

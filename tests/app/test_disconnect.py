@@ -7,7 +7,8 @@ import time
 import httpx
 import pytest
 
-from tests.app.helpers import LONG, body, idle, metrics, ok, value, wait_for
+from bench.harness.client import metrics, value
+from tests.app.helpers import LONG, body, idle, ok, wait_for
 
 ITEMS = 64  # 64 texts x 255 forced tokens: seconds of work on 8 rows, ten or more on one row
 

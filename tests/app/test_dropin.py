@@ -8,7 +8,7 @@ import re
 import httpx
 import pytest
 
-from tests.server import ServerProcess
+from bench.harness.server import ServerProcess
 
 transformers = pytest.importorskip("transformers")
 
@@ -20,7 +20,7 @@ NLLB = {"en": "eng_Latn", "es": "spa_Latn", "fr": "fra_Latn", "de": "deu_Latn"}
 @pytest.fixture(scope="module")
 def dirs(tmp_path_factory):
     """An OPUS-MT en-es with OPUS-MT's generation defaults, a multi-target OPUS-MT, a tiny NLLB."""
-    from tests.fixtures import make_m2m100, make_marian
+    from bench.harness.fixtures import make_m2m100, make_marian
 
     root = tmp_path_factory.mktemp("dropin")
     return {

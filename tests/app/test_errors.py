@@ -5,8 +5,8 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from tests.app.helpers import add_keys, body, ok, translate
-from tests.server import ServerProcess
+from bench.harness.server import ServerProcess, add_keys
+from tests.app.helpers import body, ok, translate
 
 LONG_TEXT = " ".join(["the big red dog runs in the green city at night"] * 40)  # > 256 tokens
 OK_BODY = body("the cat sleeps")

@@ -14,7 +14,8 @@ from fastapi.testclient import TestClient
 
 from app.main import create_app
 from app.service import Service
-from tests.app.helpers import parse_sse, wait_for
+from bench.harness.client import parse_sse
+from tests.app.helpers import wait_for
 from tests.app.inprocess import POISON, TEXTS, CoreThread, Fatal, make_core, oracle, service_with
 
 FORCED = {"max_new_tokens": 30, "min_new_tokens": 30}

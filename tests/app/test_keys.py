@@ -11,9 +11,9 @@ import sys
 import httpx
 import pytest
 
-from tests.app.helpers import add_keys, metrics, value
+from bench.harness.client import metrics, value
+from bench.harness.server import ServerProcess, add_keys
 from tests.app.test_errors import check_error
-from tests.server import ServerProcess
 
 KEYS = {
     "minute": {"req_limit": 10},

@@ -9,8 +9,9 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import pytest
 
-from tests.app.helpers import LONG, body, metrics, parse_sse, value, wait_for
-from tests.server import ServerProcess
+from bench.harness.client import metrics, parse_sse, value
+from bench.harness.server import ServerProcess
+from tests.app.helpers import LONG, body, wait_for
 
 DRAIN_SECONDS = 20
 

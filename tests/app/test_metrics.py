@@ -6,8 +6,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 
+from bench.harness.client import metrics, value
 from tests import contract
-from tests.app.helpers import LONG, body, metrics, ok, value, wait_for
+from tests.app.helpers import LONG, body, ok, wait_for
 from tests.contract import GAUGES, HISTOGRAMS
 
 COUNTERS = [name.removesuffix("_total") for name in contract.COUNTERS]  # family names

@@ -7,7 +7,8 @@ import time
 
 import httpx
 
-from tests.app.helpers import LONG, body, metrics, value
+from bench.harness.client import metrics, value
+from tests.app.helpers import LONG, body
 
 N = 16
 

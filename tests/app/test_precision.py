@@ -7,11 +7,11 @@ import sacrebleu
 import torch
 
 from app.settings import BUILTIN
+from bench.harness.server import ServerProcess
 from model.checkpoint import load
 from model.generate import generate
 from model.params import DecodeParams
 from model.search import Request
-from tests.server import ServerProcess
 from training.common import EVERYDAY, read_tsv
 
 PHRASES = read_tsv(EVERYDAY)[:64]  # one POST (max_items 64); the full sets are measured by training.precision

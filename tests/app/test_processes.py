@@ -14,8 +14,9 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import pytest
 
-from tests.app.helpers import LONG, body, metrics, offline, parse_sse, value, wait_for
-from tests.server import ServerProcess, connections, maps_torch
+from bench.harness.client import metrics, parse_sse, value
+from bench.harness.server import ServerProcess, connections, maps_torch
+from tests.app.helpers import LONG, body, offline, wait_for
 
 TEXTS = ["the cat sleeps", "a big red dog runs in the city", "hello world", "the small green tree eats the house"]
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from bench.harness.server import ServerProcess
 from tests.app.helpers import ok
-from tests.server import ServerProcess
 
 HOOKS = Path(__file__).with_name("fuzz_hooks.py")
 SCHEMATHESIS = Path(sys.executable).with_name("schemathesis")

@@ -5,7 +5,8 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from tests.app.helpers import LONG, body, check_stream, ok, parse_sse, streamed_text
+from bench.harness.client import parse_sse
+from tests.app.helpers import LONG, body, check_stream, ok, streamed_text
 
 TEXTS = ["the cat sleeps", "a big red dog runs in the city", "hello world", "the small green tree eats"]
 

@@ -3,6 +3,7 @@
 import pytest
 import torch
 
+from bench.harness.fixtures import tiny_config
 from bench.roofline import (
     Work,
     copy_bandwidth,
@@ -15,7 +16,6 @@ from bench.roofline import (
     step_work,
 )
 from model.transformer import Seq2SeqTransformer
-from tests.fixtures import tiny_config
 
 CPU = torch.device("cpu")
 

@@ -1,10 +1,10 @@
-"""bench.serving's loads: the requests each sends, and the parameters the server (and so the offline engine) derives
+"""bench.workload's loads: the requests each sends, and the parameters the server (and so the offline engine) derives
 from them on a checkpoint whose config asks for beam 4, as OPUS-MT's does."""
 
 import pytest
 
 from bench import marian
-from bench.serving import bodies, load_fields, server_params
+from bench.workload import bodies, load_fields, server_params
 from model.checkpoint import load
 
 

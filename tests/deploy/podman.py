@@ -2,7 +2,7 @@
 the processes inside them as the host sees them.
 
 The lane runs as root (rootful podman): a container's processes are host processes, so the tests find the engine
-core the way tests/server.py does for a local server.
+core the way bench/harness/server.py does for a local server.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.server import children, free_port, is_python_child, maps_torch
+from bench.harness.server import children, free_port, is_python_child, maps_torch
 
 from .helpers import ROOT, SERVER_PORT
 

@@ -15,8 +15,8 @@ import time
 import httpx
 import pytest
 
-from tests.app.helpers import metrics
-from tests.server import free_port
+from bench.harness.client import metrics
+from bench.harness.server import free_port
 
 from .helpers import COMPOSE, SERVER_PORT, SERVICE, require
 from .podman import engine_env, health, inspect, labelled, podman, require_engine

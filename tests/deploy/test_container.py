@@ -15,8 +15,9 @@ import time
 import httpx
 import pytest
 
+from bench.harness.client import metrics, parse_sse, value
 from model.checkpoint import load
-from tests.app.helpers import LONG, metrics, offline, ok, parse_sse, stream, streamed_text, value
+from tests.app.helpers import LONG, offline, ok, stream, streamed_text
 
 from .helpers import dockerfile_stages, seconds, stage_args
 from .podman import Containers, died_exit_codes, engine_cores, health, inspect, podman, require_engine, uids

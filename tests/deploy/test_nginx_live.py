@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.server import ROOT, ServerProcess, free_port
+from bench.harness.server import ROOT, ServerProcess, free_port
 
 CONF = ROOT / "deploy" / "nginx" / "nginx.conf"
 BODY = {"q": "the big red cat runs in the city", "source": "en", "target": "es"}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from app.settings import BUILTIN
-from tests.server import ServerProcess
+from bench.harness.server import ServerProcess
 
 LIMITS = {
     "--max-file-bytes": "300000",

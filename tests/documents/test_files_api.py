@@ -14,10 +14,11 @@ import pytest
 
 from app.documents.store import FileStore
 from app.settings import BUILTIN
-from tests.app.helpers import idle, metrics, parse_sse, value, wait_for
+from bench.harness.client import metrics, parse_sse, value
+from bench.harness.server import ServerProcess
+from tests.app.helpers import idle, wait_for
 from tests.documents import build
 from tests.documents.client import oracle, upload
-from tests.server import ServerProcess
 
 
 def test_libretranslate_client_shape(builtin):

@@ -8,9 +8,10 @@ import pytest
 from app.documents import assign, styled_runs
 from app.protect import Chunk, Masked, find_spans, split_layout
 from app.text import html_layout, plain_layout
-from tests.app.helpers import ok, parse_sse
+from bench.harness.client import parse_sse
+from bench.harness.server import ServerProcess
+from tests.app.helpers import ok
 from tests.documents.client import translate_file
-from tests.server import ServerProcess
 
 UNSPELLABLE = ["I ❤️ Paris", "Hello\u0000world", "The house 🏠 is big."]
 KEEP_ORDER = ["❤️", "\u0000", "🏠"]
@@ -94,7 +95,7 @@ def test_builtin_stream_keeps(builtin):
 @pytest.fixture(scope="module")
 def families(tmp_path_factory):
     """A tiny OPUS-MT-style model (en-es) and a tiny NLLB model (en-fr here), neither with byte-fallback pieces."""
-    from tests.fixtures import make_m2m100, make_marian
+    from bench.harness.fixtures import make_m2m100, make_marian
 
     marian_dir = make_marian(tmp_path_factory.mktemp("marian") / "opus-mt-en-es", byte_fallback=False)
     nllb = make_m2m100(tmp_path_factory.mktemp("nllb") / "tiny-nllb", "nllb", seed=3)

@@ -3,8 +3,8 @@
 import pytest
 import torch
 
+from bench.harness.fixtures import tiny_config
 from model.transformer import Seq2SeqTransformer
-from tests.fixtures import tiny_config
 
 
 @pytest.fixture(scope="module")

@@ -75,7 +75,7 @@ TEXTS = ["the cat sleeps", "a big red dog runs in the city", "hello world", "the
 @pytest.fixture(scope="module")
 def flat_marian(tmp_path_factory):
     """A tiny Marian whose small embeddings flatten its next-token distributions: beams overtake each other."""
-    from tests.fixtures import make_marian
+    from bench.harness.fixtures import make_marian
 
     return make_marian(tmp_path_factory.mktemp("flat") / "opus-mt-en-es", embed_std=0.3)
 

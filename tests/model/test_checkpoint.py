@@ -26,9 +26,9 @@ def test_native_round_trip(native_dir, tmp_path):
 
 
 def test_tied_output_survives_save_and_load(native_dir, tmp_path):
+    from bench.harness.fixtures import tiny_config
     from model.checkpoint import save_native
     from model.transformer import Seq2SeqTransformer
-    from tests.fixtures import tiny_config
 
     model = Seq2SeqTransformer(tiny_config(320, tie_output=True))
     save_native(model, native_dir / "spm.model", tmp_path / "tied", "en", "es")

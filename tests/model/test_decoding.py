@@ -5,6 +5,7 @@ import dataclasses
 import pytest
 import torch
 
+from bench.harness.fixtures import tiny_config
 from model.batch import DecodeBatch, place
 from model.choice import warp
 from model.generate import generate
@@ -12,7 +13,6 @@ from model.params import DecodeParams
 from model.processors import banned_ngram_tokens, banned_words
 from model.search import Request
 from model.transformer import Seq2SeqTransformer
-from tests.fixtures import tiny_config
 
 
 def _src(i: int) -> list[int]:

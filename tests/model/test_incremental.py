@@ -2,8 +2,8 @@
 
 import torch
 
+from bench.harness.fixtures import tiny_config
 from model.transformer import Seq2SeqTransformer
-from tests.fixtures import tiny_config
 
 
 def _model(**kw) -> Seq2SeqTransformer:

@@ -2,10 +2,10 @@
 
 import torch
 
+from bench.harness.fixtures import tiny_config
 from model.config import ModelConfig
 from model.layers import FeedForward, MultiHeadAttention, attention, causal_mask, sinusoidal_table
 from model.transformer import DecoderLayer, EncoderLayer, Seq2SeqTransformer
-from tests.fixtures import tiny_config
 
 
 def test_positional_encoding_values():

@@ -19,7 +19,7 @@ PAD = 1
 @pytest.fixture(scope="module", params=["nllb", "m2m100"])
 def pair(request, tmp_path_factory):
     """(HF model, HF tokenizer, ours, code of a language for the HF tokenizer) on the same tiny checkpoint."""
-    from tests.fixtures import make_m2m100
+    from bench.harness.fixtures import make_m2m100
 
     path = make_m2m100(tmp_path_factory.mktemp(request.param) / f"tiny-{request.param}", request.param, seed=3)
     hf = transformers.M2M100ForConditionalGeneration.from_pretrained(path).eval()
@@ -97,7 +97,7 @@ def test_generate_matches(pair, beams, target):
 def test_checkpoint_defaults_match_generate_defaults(tmp_path):
     """M2M100-style generation_config.json (num_beams 5, early_stopping, max_length): a request with no parameters
     decodes as HF generate() with none."""
-    from tests.fixtures import make_m2m100
+    from bench.harness.fixtures import make_m2m100
 
     gen = {"num_beams": 5, "early_stopping": True, "max_length": 12}
     path = make_m2m100(tmp_path / "tiny-m2m", "m2m100", seed=3, generation=gen)

@@ -76,7 +76,7 @@ def test_nbest_scores_match(pair):
 @pytest.fixture(scope="module")
 def flat_pair(tmp_path_factory):
     """A Marian model with flat next-token distributions: its beams overtake each other and change rows."""
-    from tests.fixtures import make_marian
+    from bench.harness.fixtures import make_marian
 
     path = make_marian(tmp_path_factory.mktemp("flat") / "opus-mt-en-es", seed=3, embed_std=0.1)
     hf = transformers.MarianMTModel.from_pretrained(path).eval()

@@ -15,7 +15,7 @@ transformers = pytest.importorskip("transformers")
 
 @pytest.fixture(scope="module")
 def pair():
-    from tests.fixtures import hf_shape
+    from bench.harness.fixtures import hf_shape
 
     ids = dict(pad_token_id=1, eos_token_id=2, decoder_start_token_id=2)
     cfg = transformers.MBartConfig(vocab_size=120, scale_embedding=True, **ids, **hf_shape(positions=64))

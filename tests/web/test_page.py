@@ -9,7 +9,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.server import ServerProcess
+from bench.harness.server import ServerProcess
 
 CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
 if not (CHROMIUM.exists() and CHROMEDRIVER.exists()):

@@ -1,7 +1,9 @@
-"""Start the real server (`python -m app`, uvicorn) on 127.0.0.1 in a subprocess, for tests."""
+"""Start the real server (`python -m app`, uvicorn) on 127.0.0.1 in a subprocess, for tests and benchmarks; a Redis
+server and an API key file beside it; the processes it runs."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import socket
@@ -11,6 +13,9 @@ import time
 from pathlib import Path
 
 import httpx
+
+from app.keys.records import KeyRecord
+from app.keys.sqlite_store import SqliteStore
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -164,3 +169,16 @@ class RedisServer:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+
+
+def add_keys(db: Path, keys: dict[str, dict]) -> Path:
+    """Store API keys (key -> limit overrides) in a SQLite key file, as `python -m app keys add` does."""
+
+    async def add() -> None:
+        store = SqliteStore(db)
+        for key, limits in keys.items():
+            await store.add(key, KeyRecord(f"name-{key}", limits))
+        await store.close()
+
+    asyncio.run(add())
+    return db
