@@ -17,7 +17,7 @@ import httpx
 from app.keys.records import KeyRecord
 from app.keys.sqlite_store import SqliteStore
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]  # the repository
 
 
 def free_port() -> int:
