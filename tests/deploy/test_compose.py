@@ -162,7 +162,17 @@ def test_scale_to_three_replicas(stack):
     stack.up("--scale", f"{SERVICE}=3", SERVICE)
     names = stack.wait_healthy(3)
     (nginx,) = stack.running("nginx")
-    podman("exec", nginx, "nginx", "-s", "reload")  # nginx resolves the service name when it loads its config
+    reload_until_resolved(nginx)  # nginx resolves the service name when it loads its config
     time.sleep(1)
     served = spread(stack, names, 18, 6)
     assert sum(served) == 18 and min(served) >= 2, served
+
+
+def reload_until_resolved(nginx: str, timeout: float = 20.0) -> None:
+    """Reload nginx's config; a fresh replica's name can reach the network's DNS a moment after it is healthy
+    ("host not found in upstream"), so retry until the reload succeeds or `timeout` passes."""
+    deadline = time.monotonic() + timeout
+    while (proc := podman("exec", nginx, "nginx", "-s", "reload", check=False)).returncode != 0:
+        if time.monotonic() > deadline:
+            pytest.fail(f"nginx -s reload kept failing:\n{proc.stdout}\n{proc.stderr}")
+        time.sleep(0.5)
