@@ -47,27 +47,31 @@ def cluster(native_dir, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("nginx")
     args = ("--model", str(native_dir), "--warmup-rounds", "1", "--drain-seconds", "20")
     replicas = [ServerProcess(*args), ServerProcess(*args)]
-    for r in replicas:
-        r.wait()
-    port = free_port()
-    conf = render([r.port for r in replicas], port, tmp)
-    log = (tmp / "nginx.log").open("w")
-    proc = subprocess.Popen([nginx, "-p", f"{tmp}/", "-c", str(conf), "-g", "daemon off;"], stdout=log, stderr=log)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 20
-    while True:
-        try:
-            if httpx.get(url + "/nginx-health", timeout=1).status_code == 200:
-                break
-        except httpx.TransportError:
-            pass
-        assert proc.poll() is None and time.monotonic() < deadline, (tmp / "nginx.log").read_text()
-        time.sleep(0.1)
-    yield url, replicas
-    proc.terminate()
-    proc.wait(10)
-    for r in replicas:
-        r.stop()
+    proc = None
+    try:  # a failure while setting up still stops the replicas and nginx
+        for r in replicas:
+            r.wait()
+        port = free_port()
+        conf = render([r.port for r in replicas], port, tmp)
+        log = (tmp / "nginx.log").open("w")
+        proc = subprocess.Popen([nginx, "-p", f"{tmp}/", "-c", str(conf), "-g", "daemon off;"], stdout=log, stderr=log)
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                if httpx.get(url + "/nginx-health", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert proc.poll() is None and time.monotonic() < deadline, (tmp / "nginx.log").read_text()
+            time.sleep(0.1)
+        yield url, replicas
+    finally:
+        if proc is not None:
+            proc.terminate()
+            proc.wait(10)
+        for r in replicas:
+            r.stop()
 
 
 def served(replica: ServerProcess) -> float:
