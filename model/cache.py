@@ -184,15 +184,12 @@ class DecoderCache:
         """In place, live row i becomes a copy of row parents[i] (its self-attention state and its slot); rows past
         the new count are dropped, and so are the slots no row reads any more. Only rows and slots that move are
         copied: beams reordering within their request never touch its cross-attention K/V."""
-        old = [self.row_slots[p] for p in parents]
-        order = list(dict.fromkeys(old))  # new slot j is old slot order[j]
+        order, row_slots = self._slots_of(parents)
         self._reserve(len(parents), self.capacity, len(order), self.src_len)
         moved = self._copy_rows(parents, (self.k_buf, self.v_buf, self.len_buf), self.max_length)
         if len(parents) < self.rows:  # rows that left start again at position 0 (padded steps still compute them)
             self.len_buf[len(parents) : self.rows] = 0
         self._copy_rows(order, (self.ck_buf, self.cv_buf, self.mask_buf), self.src_len)
-        where = {slot: j for j, slot in enumerate(order)}
-        row_slots = [where[slot] for slot in old]
         if moved or len(parents) != self.rows:
             self.starts = [self.starts[i] for i in parents]
             self.rows = len(parents)
@@ -257,6 +254,14 @@ class DecoderCache:
                     layer.index_copy_(0, dst, layer.index_select(0, src))
         return True
 
+    def _slots_of(self, rows: Sequence[int]) -> tuple[list[int], list[int]]:
+        """For a new cache of `rows` (old row numbers, in order): the old slot of each new slot, numbered in the order
+        of their first row, and each new row's new slot."""
+        old = [self.row_slots[r] for r in rows]
+        order = list(dict.fromkeys(old))  # new slot j is old slot order[j]
+        where = {slot: j for j, slot in enumerate(order)}
+        return order, [where[slot] for slot in old]
+
     def _regroup(self, row_slots: list[int]) -> None:
         """Take the rows' new slots; the step layout is rebuilt (one upload) only when they changed."""
         if row_slots != self.row_slots:
@@ -276,9 +281,7 @@ class DecoderCache:
     def select(self, index: Tensor | Sequence[int]) -> DecoderCache:
         """A new compact cache of rows `index` in that order, with the slots they read (one gather each)."""
         index = torch.as_tensor(index, dtype=torch.long).tolist()
-        old = [self.row_slots[i] for i in index]
-        order = list(dict.fromkeys(old))
-        where = {slot: j for j, slot in enumerate(order)}
+        order, row_slots = self._slots_of(index)
         device = self.len_buf.device
         rows, slots = (torch.tensor(at, dtype=torch.long, device=device) for at in (index, order))
         pick = lambda buf, at: buf.index_select(1 if buf.dim() > 2 else 0, at)  # noqa: E731
@@ -289,7 +292,7 @@ class DecoderCache:
             rows=len(index),
             src_lens=[self.src_lens[s] for s in order],
             starts=[self.starts[i] for i in index],
-            row_slots=[where[s] for s in old],
+            row_slots=row_slots,
             steps=self.steps,
         )
 
