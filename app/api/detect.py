@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from fastapi import APIRouter
-from pydantic import ValidationError
 
+from app.api.deps import ERRORS, FieldsDep, ServiceDep, validated
 from app.api.fields import FORM_TYPES
-from app.api.translate import ERRORS, FieldsDep, ServiceDep
-from app.errors import ApiError, describe_validation
+from app.errors import ApiError
 from app.keys.access import Admitted
 from app.schemas import Detection, DetectRequest
 
@@ -31,10 +30,7 @@ def body_schemas() -> dict[str, dict]:
 async def detect(service: ServiceDep, fields: FieldsDep, _: Admitted) -> list:
     """The likeliest languages of `q`, best first, with confidence in percent (a list of lists for a list `q`),
     whether or not a model serves them."""
-    try:
-        body = DetectRequest.model_validate(fields)
-    except ValidationError as exc:
-        raise ApiError(422, "validation", describe_validation(exc.errors())) from None
+    body = validated(DetectRequest, fields)
     service.require_ready()
     texts = [body.q] if isinstance(body.q, str) else body.q
     if not texts or any(not t.strip() for t in texts):

@@ -8,15 +8,16 @@ from dataclasses import dataclass
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 from starlette.datastructures import UploadFile
 
-from app.api.translate import DISCONNECT_CHECK_S, ERRORS, ServiceDep, decode_params, event
+from app.api.deps import DISCONNECT_CHECK_S, ERRORS, ServiceDep, validated
+from app.api.translate import decode_params, event
 from app.documents import Document
 from app.documents.formats import FORMATS, extension, open_document
 from app.documents.pipeline import Rounds, check_limits, translate_document
 from app.documents.store import FileStore, safe_filename
-from app.errors import ApiError, describe_validation, error_body
+from app.errors import ApiError, error_body
 from app.languages import detect_source
 from app.schemas import TranslateRequest
 from app.service import Service
@@ -54,10 +55,7 @@ async def read_upload(request: Request, service: Service) -> tuple[FileRequest, 
     data = await upload.read(limit + 1)
     if len(data) > limit:
         raise ApiError(413, "payload_too_large", f"file: over max_file_bytes={limit}")
-    try:
-        fields = FileRequest.model_validate({k: v for k, v in form.items() if k != "file"})
-    except ValidationError as exc:
-        raise ApiError(422, "validation", describe_validation(exc.errors())) from None
+    fields = validated(FileRequest, {k: v for k, v in form.items() if k != "file"})
     return fields, upload.filename or "", data
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from app.api.translate import ServiceDep
+from app.api.deps import ServiceDep
 from app.documents.formats import FORMATS
 from app.errors import ApiError
 from model.languages import language_name

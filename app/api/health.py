@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
-from app.api.translate import ServiceDep
+from app.api.deps import ServiceDep
 
 router = APIRouter(prefix="/health")
 

@@ -8,7 +8,7 @@ from importlib.metadata import PackageNotFoundError, version
 from fastapi import APIRouter, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from app.api.translate import ServiceDep
+from app.api.deps import ServiceDep
 from app.languages import listing
 from app.schemas import Language
 

@@ -5,21 +5,20 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Annotated
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, StreamingResponse
-from pydantic import ValidationError
 from starlette.types import Receive, Scope, Send
 
-from app.api.fields import FORM_TYPES, read_fields
+from app.api.deps import DISCONNECT_CHECK_S, ERRORS, FieldsDep, ServiceDep, validated
+from app.api.fields import FORM_TYPES
 from app.cache import cache_key, cacheable
-from app.errors import ApiError, describe_validation, error_body
+from app.errors import ApiError, error_body
 from app.job import Event, Item, Job
 from app.keys.access import Admitted
 from app.languages import detect_source
 from app.protect import find_spans, split_layout
-from app.schemas import ErrorBody, TranslateRequest, TranslateResponse
+from app.schemas import TranslateRequest, TranslateResponse
 from app.service import ModelEntry, Service
 from app.settings import Settings
 from app.text import Layout, html_layout, plain_layout
@@ -27,17 +26,6 @@ from model.description import Description
 from model.params import DecodeParams
 
 router = APIRouter()
-DISCONNECT_CHECK_S = 0.25  # how often a non-streamed request looks for a departed client
-
-
-async def get_service(request: Request) -> Service:
-    """The app's service object (async: a plain def would hop to a worker thread on every request)."""
-    return request.app.state.service
-
-
-ServiceDep = Annotated[Service, Depends(get_service)]
-FieldsDep = Annotated[dict, Depends(read_fields)]
-
 BODY_SCHEMA = {"schema": {"$ref": "#/components/schemas/TranslateRequest"}}
 
 
@@ -47,17 +35,11 @@ def body_schemas() -> dict[str, dict]:
     return {**schema.pop("$defs", {}), "TranslateRequest": schema}
 
 
-ERRORS = {code: {"model": ErrorBody} for code in (400, 403, 413, 415, 422, 500, 503)}
-
-
 async def read_body(request: Request, data: dict) -> TranslateRequest:
     """Parse the request's fields into a TranslateRequest (422 naming the field on error)."""
     if "text/event-stream" in request.headers.get("accept", "") and "stream" not in data:
         data = {**data, "stream": True}
-    try:
-        return TranslateRequest.model_validate(data)
-    except ValidationError as exc:
-        raise ApiError(422, "validation", describe_validation(exc.errors())) from None
+    return validated(TranslateRequest, data)
 
 
 def _given(value, default):
