@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 import aiohttp
 import httpx
+import numpy as np
 
 spawn = multiprocessing.get_context("spawn")
 
@@ -68,14 +69,8 @@ class Stats:
 
 
 def percentile(values: list[float], q: float) -> float:
-    """Linearly interpolated percentile, q in [0, 100] (numpy's default method)."""
-    xs = sorted(values)
-    if not xs:
-        return float("nan")
-    k = (len(xs) - 1) * q / 100
-    lo = int(k)
-    hi = min(lo + 1, len(xs) - 1)
-    return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
+    """Linearly interpolated percentile, q in [0, 100] (nan when empty)."""
+    return float(np.percentile(values, q)) if values else float("nan")
 
 
 def _pcts(values: list[float]) -> tuple[float, float, float] | None:

@@ -1,5 +1,5 @@
-"""Where a server's CPU and memory go: its process tree read from /proc (Linux), split into the engine (model
-threads) and the HTTP side (event loops), for the launcher layout and for the older one-process server."""
+"""The server's processes as the OS sees them (psutil): its process tree, which processes are engine cores, and where
+its CPU and memory go, split into the engine (model threads) and the HTTP side (event loops)."""
 
 from __future__ import annotations
 
@@ -9,45 +9,51 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-TICK = os.sysconf("SC_CLK_TCK")
+import psutil
 
-
-def _stat(path: Path) -> list[str]:
-    """Fields of a /proc stat file after the command name."""
-    text = path.read_text()
-    return text[text.rindex(")") + 2 :].split()
+GONE = (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess)
 
 
 def tree(pid: int) -> list[int]:
     """pid and all its descendants."""
-    parents: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            with contextlib.suppress(OSError, ValueError, IndexError):
-                parents.setdefault(int(_stat(entry / "stat")[1]), []).append(int(entry.name))
-    out, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        out.append(p)
-        todo += parents.get(p, [])
-    return out
+    with contextlib.suppress(*GONE):
+        return [pid, *(p.pid for p in psutil.Process(pid).children(recursive=True))]
+    return [pid]
 
 
-def _has_torch(pid: int) -> bool:
+def children(pid: int) -> list[int]:
+    """Process ids whose parent is `pid`."""
+    with contextlib.suppress(*GONE):
+        return [p.pid for p in psutil.Process(pid).children()]
+    return []
+
+
+def has_torch(pid: int) -> bool:
+    """True when the process has loaded libtorch (an engine core; never an HTTP worker). Reads /proc/PID/maps: psutil's
+    memory_maps parses the much larger smaps."""
     with contextlib.suppress(OSError):
         return "libtorch" in Path(f"/proc/{pid}/maps").read_text()
     return False
 
 
+def is_python_child(pid: int) -> bool:
+    """A spawned server process (not multiprocessing's resource tracker)."""
+    with contextlib.suppress(*GONE):
+        return "spawn_main" in " ".join(psutil.Process(pid).cmdline())
+    return False
+
+
+def connections(pid: int, port: int) -> int:
+    """Established TCP connections of process `pid` on local `port`."""
+    conns = psutil.Process(pid).net_connections(kind="tcp")
+    return sum(c.laddr.port == port and c.status == psutil.CONN_ESTABLISHED for c in conns)
+
+
 def thread_cpu(pid: int) -> dict[int, float]:
     """CPU seconds (user + system) of each thread of a process."""
-    out = {}
-    with contextlib.suppress(OSError):
-        for task in Path(f"/proc/{pid}/task").iterdir():
-            with contextlib.suppress(OSError, ValueError, IndexError):
-                fields = _stat(task / "stat")
-                out[int(task.name)] = (int(fields[11]) + int(fields[12])) / TICK
-    return out
+    with contextlib.suppress(*GONE):
+        return {t.id: t.user_time + t.system_time for t in psutil.Process(pid).threads()}
+    return {}
 
 
 def split_cpu(pid: int) -> dict[str, float]:
@@ -61,7 +67,7 @@ def split_cpu(pid: int) -> dict[str, float]:
             out["http"] += threads.get(p, 0.0)
             out["engine"] += sum(v for t, v in threads.items() if t != p)
         else:
-            out["engine" if _has_torch(p) else "http"] += sum(threads.values())
+            out["engine" if has_torch(p) else "http"] += sum(threads.values())
     return out
 
 
@@ -82,10 +88,8 @@ def rss_mb(pid: int) -> dict[int, float]:
     """Resident memory (MB) of each process of the tree rooted at pid."""
     out = {}
     for p in tree(pid):
-        with contextlib.suppress(OSError):
-            for line in Path(f"/proc/{p}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    out[p] = int(line.split()[1]) / 1024
+        with contextlib.suppress(*GONE):
+            out[p] = psutil.Process(p).memory_info().rss / 2**20
     return out
 
 
@@ -100,7 +104,7 @@ def cpu_lines(cpu: dict[str, float], client: float, what: str) -> list[str]:
         ("idle or other processes", max(0.0, total - cpu["engine"] - cpu["http"] - client)),
     ]
     lines = [
-        f"CPU during {what}, from `/proc/PID/task/*/stat` of the server's processes and the clients' "
+        f"CPU during {what}, from the server's threads' CPU times (psutil) and the clients' "
         f"`time.process_time()`: {cpu['wall']:.1f} s of wall time on {cores} cores = {total:.1f} core-seconds.",
         "",
         "| where | CPU seconds | share of the machine |",

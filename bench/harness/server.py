@@ -16,6 +16,7 @@ import httpx
 
 from app.keys.records import KeyRecord
 from app.keys.sqlite_store import SqliteStore
+from bench.procs import children, has_torch, is_python_child
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository
 
@@ -65,7 +66,7 @@ class ServerProcess:
     def processes(self) -> tuple[list[int], list[int]]:
         """(engine core pids, HTTP worker pids) of the launcher."""
         pids = [p for p in children(self.proc.pid) if is_python_child(p)]
-        cores = [p for p in pids if maps_torch(p)]
+        cores = [p for p in pids if has_torch(p)]
         return cores, [p for p in pids if p not in cores]
 
     def log_tail(self, lines: int = 40) -> str:
@@ -87,49 +88,6 @@ class ServerProcess:
             self.proc.wait()
         self.log_file.close()
         return self.proc.returncode
-
-
-def children(pid: int) -> list[int]:
-    """Process ids whose parent is `pid` (Linux /proc)."""
-    out = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            if int(stat[stat.rindex(")") + 2 :].split()[1]) == pid:
-                out.append(int(entry.name))
-    return out
-
-
-def maps_torch(pid: int) -> bool:
-    """True when the process has loaded libtorch (an engine core; never an HTTP worker)."""
-    return "libtorch" in Path(f"/proc/{pid}/maps").read_text()
-
-
-def is_python_child(pid: int) -> bool:
-    """A spawned server process (not multiprocessing's resource tracker)."""
-    return "spawn_main" in Path(f"/proc/{pid}/cmdline").read_text().replace("\0", " ")
-
-
-def connections(pid: int, port: int) -> int:
-    """Established TCP connections of process `pid` on local `port`."""
-    inodes = set()
-    for fd in Path(f"/proc/{pid}/fd").iterdir():
-        try:
-            target = os.readlink(fd)
-        except OSError:
-            continue
-        if target.startswith("socket:["):
-            inodes.add(target[8:-1])
-    count = 0
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        for line in Path(table).read_text().splitlines()[1:]:
-            fields = line.split()
-            local, state, inode = fields[1], fields[3], fields[9]
-            count += int(local.rsplit(":", 1)[1], 16) == port and state == "01" and inode in inodes
-    return count
 
 
 class RedisServer:

@@ -15,7 +15,8 @@ import httpx
 import pytest
 
 from bench.harness.client import metrics, parse_sse, value
-from bench.harness.server import ServerProcess, connections, maps_torch
+from bench.harness.server import ServerProcess
+from bench.procs import connections, has_torch
 from tests.app.helpers import LONG, body, offline, wait_for
 
 TEXTS = ["the cat sleeps", "a big red dog runs in the city", "hello world", "the small green tree eats the house"]
@@ -43,7 +44,7 @@ def test_two_workers_share_one_core(two_workers, checkpoint):
     the offline oracle, their rows were batched together, and either worker's /metrics counts all requests."""
     cores, workers = two_workers.processes()
     assert len(cores) == 1 and len(workers) == 2
-    assert not any(maps_torch(pid) for pid in workers)
+    assert not any(has_torch(pid) for pid in workers)
     before = metrics(two_workers.url)
     bodies = [body(TEXTS[i % 4], parameters={"max_new_tokens": 60, "min_new_tokens": 40}) for i in range(16)]
     answers, held = asyncio.run(together(two_workers.url, bodies, two_workers.port, workers))

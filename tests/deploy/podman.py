@@ -12,12 +12,13 @@ import os
 import shutil
 import subprocess
 import time
-from pathlib import Path
 
 import httpx
+import psutil
 import pytest
 
-from bench.harness.server import children, free_port, is_python_child, maps_torch
+from bench.harness.server import free_port
+from bench.procs import has_torch, is_python_child, tree
 
 from .helpers import ROOT, SERVER_PORT
 
@@ -76,26 +77,15 @@ def died_exit_codes(name: str) -> list[int]:
     return [int(code) for code in out]
 
 
-def descendants(pid: int) -> list[int]:
-    """Every process below `pid`."""
-    found, todo = [], [pid]
-    while todo:
-        kids = children(todo.pop())
-        found += kids
-        todo += kids
-    return found
-
-
 def engine_cores(name: str) -> list[int]:
     """Host pids of the server's engine cores in a running container (whatever its PID 1: server or init)."""
     pid = int(inspect(name, "{{.State.Pid}}"))
-    return [p for p in descendants(pid) if is_python_child(p) and maps_torch(p)]
+    return [p for p in tree(pid)[1:] if is_python_child(p) and has_torch(p)]
 
 
 def uids(pid: int) -> set[int]:
-    """Real, effective, saved and filesystem uids of a process."""
-    line = next(x for x in Path(f"/proc/{pid}/status").read_text().splitlines() if x.startswith("Uid:"))
-    return {int(u) for u in line.split()[1:]}
+    """Real, effective and saved uids of a process."""
+    return set(psutil.Process(pid).uids())
 
 
 class Container:
