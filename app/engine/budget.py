@@ -6,9 +6,9 @@ positions (self-attention K/V); the budgets count the cache that way."""
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
-from pathlib import Path
+
+import psutil
 
 from app.settings import Settings
 from model.config import ModelConfig
@@ -16,7 +16,6 @@ from model.config import ModelConfig
 CPU_MEMORY_SHARE = 0.5  # on CPU the reserved cache may take this share of the memory available at start-up
 LOGIT_BYTES = 12  # per row and vocabulary entry on CUDA: the float32 output buffer and the step's logits/log-probs
 GIB = 2**30
-MEMINFO = Path("/proc/meminfo")
 
 
 @dataclass(frozen=True)
@@ -56,18 +55,9 @@ def cuda_cache_memory(free: int, total: int, utilization: float) -> int:
     return max(0, free - round(total * (1 - utilization)))
 
 
-def available_memory() -> int | None:
-    """Bytes of memory available now (MemAvailable), or None where that is unknown."""
-    try:
-        for line in MEMINFO.read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    try:
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError):
-        return None
+def available_memory() -> int:
+    """Bytes of memory available now (Linux's MemAvailable: free plus reclaimable)."""
+    return psutil.virtual_memory().available
 
 
 def cuda_rows(s: Settings, cfg: ModelConfig, element_size: int, memory: int) -> tuple[int, str]:
