@@ -13,7 +13,7 @@ import msgspec
 from model.params import DecodeParams
 
 
-class Unit(msgspec.Struct, array_like=True):
+class Segment(msgspec.Struct, array_like=True):
     """One text the model translates by itself: the front's id for it and its source ids."""
 
     id: int
@@ -25,7 +25,7 @@ class Submit(msgspec.Struct, tag=True, array_like=True):
 
     job: int
     params: DecodeParams
-    units: list[Unit]
+    units: list[Segment]
     stream: bool  # send every new token (else only the result)
     arrival: float  # time.monotonic() when the HTTP request arrived (one clock for every process of a machine)
 
