@@ -65,9 +65,9 @@ def decoder(model: Seq2SeqTransformer, s: Settings, rows: int) -> Seq2SeqTransfo
     return static
 
 
-def warm_up(ck: Checkpoint, runner: Seq2SeqTransformer | StaticDecoder, rounds: int) -> None:
+def warm_up(checkpoint: Checkpoint, runner: Seq2SeqTransformer | StaticDecoder, rounds: int) -> None:
     """Run a few translations so that first requests do not pay for lazy initialisation."""
-    ids = ck.tokenizer.encode("Hello, world. This is a warm-up sentence.")
+    ids = checkpoint.tokenizer.encode("Hello, world. This is a warm-up sentence.")
     for i in range(rounds):
         reqs = [Request(j, ids, DecodeParams(beam_size=1 + (i + j) % 2, max_new_tokens=16)) for j in range(4)]
         generate(runner, reqs)
@@ -114,16 +114,23 @@ def core_main(spec: str, settings: dict, address: str, stop: Connection) -> None
         pair, path = parse_spec(spec)
         precision, why = choose(s.dtype, device)
         log.info("dtype %s: %s (%s)", s.dtype, precision, why)
-        ck = load(path, device=device, dtype=precision, pair=pair)
-        b = budget(ck.model, s)
-        runner = decoder(ck.model, s, b.rows)
-        warm_up(ck, runner, s.warmup_rounds)
+        checkpoint = load(path, device=device, dtype=precision, pair=pair)
+        b = budget(checkpoint.model, s)
+        runner = decoder(checkpoint.model, s, b.rows)
+        warm_up(checkpoint, runner, s.warmup_rounds)
     except Exception as exc:  # the launcher prints the reason and exits non-zero
         log.debug("model loading failed", exc_info=True)
         stop.send(f"model loading failed: {type(exc).__name__}: {exc}")
         raise SystemExit(1) from None
-    log.info("engine core %s: loaded %s on %s in %s, serving %s", ck.name, ck.path, device, ck.precision, address)
-    core, card = make_core(ck.name, runner, s, b), ModelCard.of(ck, why)
+    log.info(
+        "engine core %s: loaded %s on %s in %s, serving %s",
+        checkpoint.name,
+        checkpoint.path,
+        device,
+        checkpoint.precision,
+        address,
+    )
+    core, card = make_core(checkpoint.name, runner, s, b), ModelCard.of(checkpoint, why)
     card.batch = {"max_rows": b.rows, "max_tokens": b.tokens, "reason": b.reason}
     serve(core, card, address, stop.fileno())
 
