@@ -15,7 +15,7 @@ from model.beams import step as beam_step
 from model.cache import PRESIZE, DecoderCache
 from model.choice import Picked, Rows, beam_candidates, pack, pick, unpack
 from model.config import ModelConfig
-from model.processors import needs_penalties, process
+from model.processors import process
 from model.search import Group, Request, StepOutput
 from model.transfer import Readback, fetch, start_fetch, upload
 from model.transformer import Seq2SeqTransformer
@@ -42,11 +42,13 @@ class DecodeBatch:
         src, src_mask = pad_batch([r.src for r in requests], cfg.pad_id, device)
         capacity = min(max(r.params.max_new_tokens for r in requests), PRESIZE)  # no growth copies up to PRESIZE
         cache = model.start_cache(model.encode(src, src_mask), src_mask, capacity)
-        groups = [Group(r, cfg.eos_id, cfg.decoder_start_id, _generator(r, device)) for r in requests]
-        tokens = torch.full((len(requests),), cfg.decoder_start_id, dtype=torch.long, device=device)
-        beams = [r.params.beam_size for r in requests if r.params.beam_size > 1]
-        state = BeamState.start(len(requests), len(beams), max(beams, default=1), capacity, device)
-        return cls(groups, cache, tokens, state)
+        widths = [r.params.beam_size for r in requests]  # a beam request has its beam_size rows from the start
+        if len(widths) < sum(widths):
+            cache.take_([i for i, w in enumerate(widths) for _ in range(w)])  # nothing decoded yet: nothing to copy
+        start = cfg.decoder_start_id
+        groups = [Group(r, cfg.eos_id, start, _generator(r, device), r.params.beam_size) for r in requests]
+        tokens = torch.full((sum(widths),), start, dtype=torch.long, device=device)
+        return cls(groups, cache, tokens, BeamState.start(widths, capacity, device))
 
     def __len__(self) -> int:
         return len(self.groups)
@@ -113,21 +115,18 @@ class DecodeBatch:
         """One decoder step for every row, in phases: logits, logit processing, token choice and the beam groups' step
         on the device (one copy to the host), bookkeeping in the groups, cache and state moves. Returns the batch that
         goes on and what each request got."""
-        scores, logprobs, rows = self._scores(model)
+        scores, logprobs, rows, steps = self._scores(model)
         picked = pick(scores, logprobs, rows)
         state, moves = self.state, None
         if rows.groups:
-            knobs = self._knobs(rows, scores.shape[1])
+            knobs = self._knobs(rows, steps, scores.shape[1])
             state, moves = beam_step(state, beam_candidates(scores, rows), knobs, model.cfg.eos_id)
         flat = fetch(pack(picked.parts + (moves.packed() if moves else [])))
         tokens, logprobs, rest = unpack(flat, picked, len(rows.params))
         host = HostMoves.read(rest, len(rows.groups), state.score.shape[1]) if moves else None
         outputs, kept, ended = self._advance(tokens, logprobs, host)
         groups, new = self._rearrange(kept)
-        if ended:  # the finished beam groups' hypotheses: one more copy, only when requests end
-            hypotheses = state.hypotheses([b for b, _ in ended], self._counts(ended))
-            for (_, out), hyps in zip(ended, hypotheses, strict=True):
-                out.hypotheses = hyps
+        _results(self.groups, state, ended)
         parents, source, tokens, at = upload(list(zip(*new, strict=True)) or [[]] * 4, torch.long, self.tokens.device)
         state = state.advance(parents, moves, source, tokens, at).take(None, self._beam_index(groups))
         return DecodeBatch(groups, self.cache, tokens, state), outputs
@@ -142,29 +141,14 @@ class DecodeBatch:
         return batch, outputs, None
 
     # --- the overlap scheduler: step t+1 is launched before step t's choices are read back ----------------------
-    @property
-    def overlappable(self) -> bool:
-        """Whether the next step may be launched before this one's choices reach the host: every request is one row
-        (greedy or sampling) and no processor reads its history (repetition penalty, no-repeat n-grams and bad words
-        would read it one step stale). min_new_tokens and forced tokens count steps only, which the cache knows."""
-        return all(g.params.beam_size == 1 and not needs_penalties(g.params) for g in self.groups)
-
     def step_ahead(
         self, model: Seq2SeqTransformer, pending: Pending | None
     ) -> tuple[DecodeBatch, list[StepOutput], Pending | None]:
         """One round of the overlap scheduler: launch the next step, then book the step in flight (`pending`) while the
-        device runs the new one. Rows at their length limit end with the step in flight and do not run the next one;
-        rows that end with EOS do run it (wasted: nothing of it is read) and leave before the one after. A batch that
-        is not overlappable books the step in flight first, then runs one sequential `step`. Returns the batch that
-        goes on, what each request got (from the booked steps) and the step now in flight."""
-        if not self.overlappable:
-            widths = [g.width for g in self.groups]  # the rows' layout; booking empties the groups that finish
-            outputs, done = pending.book(self.groups) if pending is not None else ([], set())
-            batch = self._without(done, widths)
-            if not len(batch):
-                return batch, outputs, None
-            batch, more = batch.step(model)
-            return batch, outputs + more, None
+        device runs the new one. One-row requests at their length limit end with the step in flight and do not run the
+        next one; rows that end otherwise (EOS, a beam group done) do run it (wasted: nothing of it is read, a done
+        beam group's buffers are frozen on the device) and leave before the one after. Returns the batch that goes
+        on, what each request got (from the booked step) and the step now in flight."""
         ahead, launched = self, None
         if pending is not None and (ending := pending.ending()):
             ahead = self._without({g.request.id for g in self.groups if id(g) in ending})
@@ -172,27 +156,49 @@ class DecodeBatch:
             ahead, launched = ahead.launch(model)
         if pending is None:
             return ahead, [], launched
-        outputs, done = pending.book(self.groups)  # waits for the step in flight only, while the device runs the next
-        return ahead._without(done, [1] * len(ahead)), outputs, launched  # one row per request
+        widths = [g.width for g in ahead.groups]  # the rows' layout; booking empties the groups that finish
+        outputs, done = pending.book(self.groups, ahead)  # waits for the step in flight only
+        return ahead._without(done, widths), outputs, launched
 
     def launch(self, model: Seq2SeqTransformer) -> tuple[DecodeBatch, Pending]:
-        """Launch one decode step for every row (one-row requests only) and start copying its choices to the host
-        without waiting: the batch that runs next (the same groups, not advanced yet; its inputs are the step's tokens
-        on the device) and the step in flight."""
-        scores, logprobs, rows = self._scores(model)
+        """Launch one decode step for every row and start copying its choices to the host without waiting: the batch
+        that runs next (the same groups, not booked yet; its inputs, cache rows, histories and beam buffers advanced on
+        the device, beams reordered there) and the step in flight."""
+        scores, logprobs, rows, steps = self._scores(model)
         picked = pick(scores, logprobs, rows)
-        pending = Pending(self.groups, picked, start_fetch(pack(picked.parts)))
-        return DecodeBatch(self.groups, self.cache, picked.tokens, self.state), pending
+        n, device = len(rows.params), scores.device
+        parents, source = torch.arange(n, device=device), torch.full((n,), -1, dtype=torch.long, device=device)
+        state, moves, tokens = self.state, None, picked.tokens
+        if rows.groups:
+            knobs = self._knobs(rows, steps, scores.shape[1])
+            state, moves = beam_step(state, beam_candidates(scores, rows), knobs, model.cfg.eos_id)
+            at, flat = self._beam_layout(rows, state.score.shape[1])  # (Nb,) each
+            moved = (knobs.first[:, None] + moves.parent).flatten().index_select(0, flat)  # (Nb,) parent rows
+            self.cache.reorder_(at, moved)
+            tokens = (tokens if tokens is not None else parents).index_copy(0, at, moves.token.flatten()[flat])
+            parents, source = parents.index_copy(0, at, moved), source.index_copy(0, at, flat)
+        state = state.advance(parents, moves, source, tokens, self.cache.lengths - 1)
+        parts = picked.parts + (moves.packed() if moves else [])
+        firsts = list(itertools.accumulate((g.width for g in self.groups), initial=0))  # one more than groups
+        pending = Pending(self.groups, firsts, picked, start_fetch(pack(parts)), state.score.shape[1])
+        return DecodeBatch(self.groups, self.cache, tokens, state), pending
 
-    def _scores(self, model: Seq2SeqTransformer) -> tuple[Tensor, Tensor | None, Rows]:
+    def _beam_layout(self, rows: Rows, beam: int) -> tuple[Tensor, Tensor]:
+        """The beam rows (Nb,) and each one's flat index (group * beam + place) into the beam moves (one upload)."""
+        at = [first + j for first, w in rows.groups for j in range(w)]
+        flat = [g * beam + j for g, (_, w) in enumerate(rows.groups) for j in range(w)]
+        both = upload(at + flat, torch.long, self.tokens.device)
+        return both[: len(at)], both[len(at) :]
+
+    def _scores(self, model: Seq2SeqTransformer) -> tuple[Tensor, Tensor | None, Rows, list[int]]:
         """Launch the decoder step and process its logits: the scores the choice ranks (N, V), the log-probabilities
-        when any row keeps scores, and the rows as the choice sees them."""
+        when any row keeps scores, the rows as the choice sees them and the steps each had launched before."""
         steps = self.cache.decoded()  # per row, steps launched before this one (a step in flight included)
         if max(steps) >= self.state.positions:  # the step writes position steps[i] of each row's history
             self.state = self.state.fit(0, max(steps) + GROW)
         logits = model.decode_step(self.tokens, self.cache).float()  # (N, V)
         rows = self._rows()
-        return *self._process(logits, model.cfg, rows, steps), rows
+        return *self._process(logits, model.cfg, rows, steps), rows, steps
 
     def _without(self, ids: set[Hashable], widths: list[int] | None = None) -> DecodeBatch:
         """This batch less the requests in `ids` (itself when none of them is in it); consumes this batch. `widths`:
@@ -209,13 +215,14 @@ class DecodeBatch:
         beams = [(first, g.width) for first, g in zip(firsts, self.groups, strict=False) if g.beam]
         return Rows(params, generators, beams, self.state.cum, self.state.rank)
 
-    def _knobs(self, rows: Rows, vocab: int) -> Knobs:
-        """The beam groups' parameters and progress for the step (one upload)."""
+    def _knobs(self, rows: Rows, steps: list[int], vocab: int) -> Knobs:
+        """The beam groups' parameters and progress (`steps` launched per row) for the step (one upload)."""
         values = []
         for g, (first, width) in zip((g for g in self.groups if g.beam), rows.groups, strict=True):
             p = g.params
             keep = min(2 * p.beam_size, width * vocab)  # candidates it ranks
-            values.append([p.beam_size, p.max_new_tokens, g.steps, first, keep, p.length_penalty, p.early_stopping])
+            values.append([p.beam_size, p.max_new_tokens, steps[first], first, keep, p.length_penalty])
+            values[-1].append(p.early_stopping)
             values[-1].append(p.forced_eos)
         return Knobs.of(values, self.tokens.device)
 
@@ -237,18 +244,17 @@ class DecodeBatch:
 
     def _advance(
         self, tokens: list[int], logprobs: list[float] | None, host: HostMoves | None
-    ) -> tuple[list[StepOutput], list[tuple[Group, int, int, list[tuple]]], list[tuple[int, StepOutput]]]:
+    ) -> tuple[list[StepOutput], list[tuple[Group, int, int, list[tuple]]], list[tuple[Group, StepOutput]]]:
         """Bookkeeping: every group takes its choice. Returns what each request got; the groups that go on as (group,
         old first row, old width, its new rows as (parent, flat index into the beam moves or -1, token, position));
-        and the finished beam groups as (beam group index, output whose hypotheses are still to come)."""
+        and the finished beam groups with their outputs, whose hypotheses are still to come."""
         outputs, kept, ended, row, b = [], [], [], 0, 0
         for g in self.groups:
             width = g.width
             if g.beam:
                 new, out = host.take(g, b, row), StepOutput(g.request.id, stable=host.stable(b))
                 if not g.width:
-                    out.stable, out.hypotheses = [], []
-                    ended.append((b, out))
+                    ended.append((g, out))
                 b += 1
             else:
                 on = g.advance(tokens[row], None if logprobs is None else logprobs[row])
@@ -259,40 +265,50 @@ class DecodeBatch:
             row += width
         return outputs, kept, ended
 
-    def _counts(self, ended: list[tuple[int, StepOutput]]) -> list[int]:
-        """How many hypotheses each finished beam group returns."""
-        beams = [g for g in self.groups if g.beam]
-        return [beams[b].params.num_hypotheses for b, _ in ended]
-
 
 @dataclass
 class Pending:
-    """A decode step in flight (the overlap scheduler's): the groups that ran it in row order, its choices on the
-    device (`picked.tokens` (N,): the next step's inputs) and their copy to the host."""
+    """A decode step in flight (the overlap scheduler's): the groups that ran it in row order and their first rows
+    (and the row count), its choices on the device (`picked.tokens`) and the copy to the host of those and of the
+    beam moves (`beam` places per group)."""
 
     groups: list[Group]
+    firsts: list[int]
     picked: Picked
     readback: Readback
+    beam: int
 
     def ending(self) -> set[int]:
-        """id() of the groups whose step in flight is their last whatever it picks (their length limit); asked before
-        the step is booked."""
-        return {id(g) for g in self.groups if g.steps + 1 >= g.params.max_new_tokens}
+        """id() of the one-row groups whose step in flight is their last whatever it picks (their length limit); asked
+        before the step is booked."""
+        return {id(g) for g in self.groups if not g.beam and g.steps + 1 >= g.params.max_new_tokens}
 
-    def book(self, live: list[Group]) -> tuple[list[StepOutput], set[Hashable]]:
+    def book(self, live: list[Group], now: DecodeBatch) -> tuple[list[StepOutput], set[Hashable]]:
         """The step's choices taken by the groups of `live` that ran it (waiting for the copy, not for work launched
-        after the step): what each of them got, and the ids of those that finished. Groups that left since (finished
-        at an earlier step, aborted) are not in `live` and are skipped; groups that joined after it did not run it."""
-        tokens, logprobs, _ = unpack(self.readback.wait(), self.picked, len(self.groups))
-        row = {id(g): r for r, g in enumerate(self.groups)}
-        outputs, done = [], set()
+        after the step): what each of them got, and the ids of those that finished; the hypotheses of beam groups
+        that finished come from `now`, the batch running since (their buffers no longer change). Groups that left
+        since (finished at an earlier step, aborted) are not in `live` and are skipped; groups that joined after it
+        did not run it."""
+        beams = [g for g in self.groups if g.beam]
+        flat = self.readback.wait()
+        tokens, logprobs, rest = unpack(flat, self.picked, self.firsts[-1])
+        host = HostMoves.read(rest, len(beams), self.beam) if beams else None
+        row = {id(g): first for g, first in zip(self.groups, self.firsts, strict=False)}
+        index = {id(g): b for b, g in enumerate(beams)}
+        outputs, ended = [], []
         for g in live:
             if (r := row.get(id(g))) is None:
                 continue
-            if not g.advance(tokens[r], None if logprobs is None else logprobs[r]):
-                done.add(g.request.id)
-            outputs.append(_output(g, 1))
-        return outputs, done
+            if g.beam:
+                host.take(g, index[id(g)], r)
+                outputs.append(StepOutput(g.request.id, stable=host.stable(index[id(g)])))
+                if not g.width:
+                    ended.append((g, outputs[-1]))
+            else:
+                g.advance(tokens[r], None if logprobs is None else logprobs[r])
+                outputs.append(_output(g, 1))
+        _results(now.groups, now.state, ended)
+        return outputs, {o.id for o in outputs if o.finished}
 
 
 def place(spans: list[tuple[int, int, int]]) -> list[int]:
@@ -319,6 +335,17 @@ def place(spans: list[tuple[int, int, int]]) -> list[int]:
             return list(itertools.accumulate((new for _, _, new in spans[:-1]), initial=0))
         starts[i], gap[0], gap[1] = gap[0], gap[0] + width, gap[1] - width
     return starts
+
+
+def _results(groups: list[Group], state: BeamState, ended: list[tuple[Group, StepOutput]]) -> None:
+    """The hypotheses of the beam groups that ended, each (group, its output), from `state`, whose beam groups are
+    those of `groups` in order: one copy, only when requests end."""
+    if not ended:
+        return
+    index = {id(g): b for b, g in enumerate(g for g in groups if g.beam)}
+    hypotheses = state.hypotheses([index[id(g)] for g, _ in ended], [g.params.num_hypotheses for g, _ in ended])
+    for (_, out), hyps in zip(ended, hypotheses, strict=True):
+        out.hypotheses = hyps
 
 
 def _output(group: Group, width: int) -> StepOutput:

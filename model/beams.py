@@ -100,7 +100,8 @@ class HostMoves:
 class BeamState:
     """The device state of a batch: every row's generated tokens (N, T), cumulative score (N,) and rank within its
     group (N,); every beam group's finished hypotheses, best first: scores (G, B) float64 (-inf: none), lengths,
-    EOS flags (G, B), tokens (G, B, T); and the stable tokens each group handed out (G,)."""
+    EOS flags (G, B), tokens (G, B, T); the stable tokens each group handed out (G,); and whether it is still
+    searching (G,): a done group's buffers no longer change (the overlap scheduler runs it one step more)."""
 
     history: Tensor
     cum: Tensor
@@ -110,16 +111,21 @@ class BeamState:
     eos: Tensor
     tokens: Tensor
     emitted: Tensor
+    alive: Tensor
 
     @classmethod
-    def start(cls, rows: int, groups: int, beam: int, positions: int, device: torch.device) -> BeamState:
-        """Rows that generated nothing yet and `groups` beam groups of at most `beam` finished hypotheses each."""
+    def start(cls, widths: list[int], positions: int, device: torch.device) -> BeamState:
+        """Requests of `widths` rows (a beam group's first row scores 0, its others DEAD: transformers' start, so that
+        only the first row's candidates count at the first step) that generated nothing yet."""
+        beams = [w for w in widths if w > 1]
+        g, b = len(beams), max(beams, default=1)
+        cum = upload([DEAD * (j > 0) for w in widths for j in range(w)], torch.float32, device)
+        rank = upload([j for w in widths for j in range(w)], torch.long, device)
         zeros = lambda *shape, dtype=torch.long: torch.zeros(shape, dtype=dtype, device=device)  # noqa: E731
-        score = torch.full((groups, beam), NEG_INF, dtype=torch.float64, device=device)
-        return cls(
-            zeros(rows, positions), zeros(rows, dtype=torch.float32), zeros(rows), score, zeros(groups, beam),
-            zeros(groups, beam, dtype=torch.bool), zeros(groups, beam, positions), zeros(groups),
-        )  # fmt: skip
+        score = torch.full((g, b), NEG_INF, dtype=torch.float64, device=device)
+        history, tokens = zeros(len(cum), positions), zeros(g, b, positions)
+        alive = torch.ones(g, dtype=torch.bool, device=device)
+        return cls(history, cum, rank, score, zeros(g, b), zeros(g, b, dtype=torch.bool), tokens, zeros(g), alive)
 
     @property
     def positions(self) -> int:
@@ -134,7 +140,7 @@ class BeamState:
         pad = lambda x, last, value=0: F.pad(x, (0, last), value=value)  # noqa: E731
         return BeamState(
             pad(self.history, t), self.cum, self.rank, pad(self.score, b, NEG_INF), pad(self.length, b),
-            pad(self.eos, b), F.pad(self.tokens, (0, t, 0, b)), self.emitted,
+            pad(self.eos, b), F.pad(self.tokens, (0, t, 0, b)), self.emitted, self.alive,
         )  # fmt: skip
 
     def concat(self, other: BeamState) -> BeamState:
@@ -145,13 +151,14 @@ class BeamState:
 
     def fields(self) -> tuple[Tensor, ...]:
         """Every tensor, in field order."""
-        return (self.history, self.cum, self.rank, self.score, self.length, self.eos, self.tokens, self.emitted)
+        rows = (self.history, self.cum, self.rank)
+        return (*rows, self.score, self.length, self.eos, self.tokens, self.emitted, self.alive)
 
     def take(self, rows: Tensor | None, groups: Tensor) -> BeamState:
         """Rows `rows` (all when None) and groups `groups` (old indices, in their new order)."""
         pick = lambda x, at: x if at is None else x.index_select(0, at)  # noqa: E731
         row_part = (pick(x, rows) for x in (self.history, self.cum, self.rank))
-        group_part = (pick(x, groups) for x in (self.score, self.length, self.eos, self.tokens, self.emitted))
+        group_part = (pick(x, groups) for x in self.fields()[3:])
         return BeamState(*row_part, *group_part)
 
     def advance(self, parents: Tensor, moves: Moves | None, source: Tensor, tokens: Tensor, at: Tensor) -> BeamState:
@@ -164,7 +171,7 @@ class BeamState:
         else:
             cum = F.pad(moves.cum.flatten(), (0, 1))[source]
             rank = F.pad(moves.rank.flatten(), (0, 1))[source]
-        return BeamState(history, cum, rank, self.score, self.length, self.eos, self.tokens, self.emitted)
+        return BeamState(history, cum, rank, *self.fields()[3:])
 
     def hypotheses(self, groups: list[int], counts: list[int]) -> list[list[Hypothesis]]:
         """The best counts[i] finished hypotheses of each group groups[i], best first (one copy to the host)."""
@@ -207,13 +214,13 @@ def step(state: BeamState, candidates: tuple[Tensor, Tensor, Tensor], k: Knobs, 
     n = chosen.sum(1)  # (G,) beams that go on
     pos = torch.where(chosen, live_rank, score.shape[1] + m).argsort(1)[:, :b]  # (G, B) chosen candidates, best first
     c_score, c_parent, c_token = score.gather(1, pos), parent.gather(1, pos), token.gather(1, pos)
-    finishing = ends & valid & (m < k.beam[:, None]) & (score > DEAD / 2)
+    finishing = ends & valid & (m < k.beam[:, None]) & (score > DEAD / 2) & state.alive[:, None]
     scale = length.double().pow(k.penalty)  # (G,) score / length ** length_penalty
     state = _finish(state, torch.where(finishing, score.double() / scale[:, None], NEG_INF), parent, token, k, eos_id)
     count = (state.score > NEG_INF).sum(1)
     worst = state.score.gather(1, (k.beam - 1)[:, None])[:, 0]
     hopeless = k.early | ~(c_score[:, 0].double() / scale > worst)  # transformers' "cannot improve"
-    done = (n == 0) | ((count == k.beam) & hopeless)
+    done = (n == 0) | ((count == k.beam) & hopeless) | ~state.alive
     inv = _slots(c_parent, n).argsort(1)  # (G, B) new row s holds chosen candidate inv[s]
     parent, token = c_parent.gather(1, inv), c_token.gather(1, inv)
     state, stable, window = _stable(state, parent, token, n, done, k)
@@ -238,7 +245,7 @@ def _finish(state: BeamState, normalised: Tensor, parent: Tensor, token: Tensor,
     eos = torch.where(from_old, state.eos.gather(1, old), is_eos & ~at_limit)
     kept = state.tokens.gather(1, old[:, :, None].expand(-1, -1, state.positions))
     tokens = torch.where(from_old[:, :, None], kept, tokens)
-    return BeamState(state.history, state.cum, state.rank, score, length, eos, tokens, state.emitted)
+    return BeamState(state.history, state.cum, state.rank, score, length, eos, tokens, state.emitted, state.alive)
 
 
 def _slots(parent: Tensor, n: Tensor) -> Tensor:
@@ -278,6 +285,6 @@ def _stable(
     shared = torch.maximum(shared, state.emitted)
     stable = (shared - state.emitted).clamp(max=WINDOW).masked_fill(done, 0)
     at = (state.emitted[:, None] + torch.arange(WINDOW, device=live.device)).clamp(max=state.positions - 1)
-    emitted = state.emitted + stable
-    state = BeamState(state.history, state.cum, state.rank, state.score, state.length, state.eos, state.tokens, emitted)
+    emitted, alive = state.emitted + stable, state.alive & ~done
+    state = BeamState(*state.fields()[:7], emitted, alive)
     return state, stable, live[:, 0].gather(1, at)

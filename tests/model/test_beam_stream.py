@@ -20,8 +20,9 @@ class OneGroup:
     """One beam request's device state driven with hand-made candidates, as a batch drives it (EOS is token 1)."""
 
     def __init__(self, beam_size: int = 2, **params):
-        self.group = Group(Request(0, [5, EOS], DecodeParams(beam_size=beam_size, max_new_tokens=10, **params)), EOS, 0)
-        self.state = BeamState.start(1, 1, beam_size, 16, torch.device("cpu"))
+        params = DecodeParams(beam_size=beam_size, max_new_tokens=10, **params)
+        self.group = Group(Request(0, [5, EOS], params), EOS, 0, width=beam_size)
+        self.state = BeamState.start([beam_size], 16, torch.device("cpu"))
 
     def step(self, *pool: tuple[float, int, int]) -> list[int]:
         """Advance with candidates (cumulative score, parent, token), best first; the stable tokens handed out."""
@@ -37,7 +38,7 @@ class OneGroup:
 
     def beams(self) -> list[list[int]]:
         """The live beams' tokens, in row order."""
-        return [row[: self.group.steps] for row in self.state.history.tolist()]
+        return [row[: self.group.steps] for row in self.state.history.tolist()[: self.group.width]]
 
     def finished(self) -> list[list[int]]:
         """The finished hypotheses' tokens, best first."""

@@ -102,8 +102,8 @@ def test_device_steps_equal_the_host_bookkeeping():
             for _ in range(rng.randint(1, 4))
         ]
         refs = [Reference(p) for p in params]
-        groups = [Group(Request(i, [5, EOS], p), EOS, 0) for i, p in enumerate(params)]
-        state = BeamState.start(len(params), len(params), max(p.beam_size for p in params), WINDOW + 1, "cpu")
+        groups = [Group(Request(i, [5, EOS], p), EOS, 0, width=p.beam_size) for i, p in enumerate(params)]
+        state = BeamState.start([p.beam_size for p in params], WINDOW + 1, torch.device("cpu"))
         streams, ref_streams = [[] for _ in params], [[] for _ in params]
         while any(g.width for g in groups):
             live = [i for i, g in enumerate(groups) if g.width]
