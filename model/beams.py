@@ -175,7 +175,7 @@ class BeamState:
 
     def hypotheses(self, groups: list[int], counts: list[int]) -> list[list[Hypothesis]]:
         """The best counts[i] finished hypotheses of each group groups[i], best first (one copy to the host)."""
-        at = torch.tensor(groups, dtype=torch.long, device=self.score.device)
+        at = upload(groups, torch.long, self.score.device)
         host = fetch(torch.cat([self.score.index_select(0, at).flatten(), self._parts(at)]))
         n, b, t = len(groups), self.score.shape[1], self.positions
         scores, lengths, eos = host[: n * b].view(n, b), *host[n * b : 3 * n * b].long().view(2, n, b)
@@ -272,19 +272,19 @@ def _stable(
     the first beam they start (G, WINDOW); none once a group is done. A finished score never changes and the buffer
     drops only its worst, so no other finished hypothesis can come first again."""
     g, b = parent.shape
-    live = state.history.index_select(0, (k.first[:, None] + parent).flatten()).view(g, b, -1)
-    live.scatter_(2, k.steps[:, None, None].expand(g, b, 1), token[:, :, None])  # (G, B, T) after the step
+    at = state.emitted[:, None] + torch.arange(WINDOW + 1, device=parent.device)  # (G, W+1) past the emitted ones
+    cols = at.clamp(max=state.positions - 1)[:, None, :].expand(g, b, -1)  # (G, B, W+1)
+    live = state.history[(k.first[:, None] + parent)[:, :, None], cols]  # (G, B, W+1) the beams after the step
+    live = torch.where(at[:, None, :] == k.steps[:, None, None], token[:, :, None], live)
     best = state.score.amax(1, keepdim=True)
     contender = (state.score == best) & (best > NEG_INF)  # (G, B)
-    seqs = torch.cat([live, state.tokens], 1)  # (G, 2B, T)
+    seqs = torch.cat([live, state.tokens.gather(2, cols)], 1)  # (G, 2B, W+1)
     lengths = torch.cat([(k.steps + 1)[:, None].expand(g, b), state.length], 1)  # (G, 2B)
     counts = torch.cat([torch.arange(b, device=live.device) < n[:, None], contender], 1)
-    t = torch.arange(state.positions, device=live.device)
-    same = (seqs == live[:, :1]) & (t < lengths[:, :, None])
-    shared = same.long().cumprod(2).sum(2).masked_fill(~counts, state.positions).amin(1)  # (G,)
-    shared = torch.maximum(shared, state.emitted)
-    stable = (shared - state.emitted).clamp(max=WINDOW).masked_fill(done, 0)
-    at = (state.emitted[:, None] + torch.arange(WINDOW, device=live.device)).clamp(max=state.positions - 1)
+    differs = (seqs != live[:, :1]) | (at[:, None, :] >= lengths[:, :, None])
+    differs[:, :, -1] = True  # (G, 2B, W+1): the shared run ends within the window
+    shared = torch.where(counts, differs.byte().argmax(2), WINDOW).amin(1)  # (G,) shared past the emitted ones
+    stable = shared.clamp(max=WINDOW).masked_fill(done, 0)
     emitted, alive = state.emitted + stable, state.alive & ~done
     state = BeamState(*state.fields()[:7], emitted, alive)
-    return state, stable, live[:, 0].gather(1, at)
+    return state, stable, live[:, 0, :WINDOW]
