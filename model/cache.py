@@ -202,8 +202,9 @@ class DecoderCache:
         of one request among themselves: beams reordering, so slots and lengths stay); no host sync."""
         t = self.max_length
         for buf in (self.k_buf, self.v_buf):
-            for layer in buf:  # (R, H, T_cap, D)
-                layer[:, :, :t].index_copy_(0, rows, layer[:, :, :t].index_select(0, parents))
+            for i in range(buf.shape[0]):
+                layer = buf[i, :, :, :t]  # (R, H, t, D)
+                layer.index_copy_(0, rows, layer.index_select(0, parents))
 
     def append_(self, other: DecoderCache) -> None:
         """In place, other's rows and slots join after this cache's."""
