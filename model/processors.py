@@ -23,22 +23,39 @@ def process(scores: Tensor, cfg: ModelConfig, params: list[DecodeParams], steps:
     if any(early):
         suppress(scores, cfg.eos_id, upload(early, torch.bool, scores.device))
     if any(needs_penalties(p) for p in params):
-        inputs = F.pad(history[: len(params)], (1, 0), value=cfg.decoder_start_id)  # (N, 1 + T) as transformers
-        apply_penalties(scores, inputs, upload(steps, torch.long, scores.device) + 1, params)
+        inputs, lengths = None, None  # one-token bad words (OPUS-MT bans its pad) read no history
+        if any(needs_history(p) for p in params):
+            inputs = F.pad(history[: len(params)], (1, 0), value=cfg.decoder_start_id)  # (N, 1 + T) as transformers
+            lengths = upload(steps, torch.long, scores.device) + 1
+        apply_penalties(scores, inputs, lengths, params)
     if any(p.forced_bos_id is not None or p.forced_eos for p in params):
         force(scores, [p.forced_token(s, cfg.eos_id) for s, p in zip(steps, params, strict=True)])
     return scores
 
 
 def needs_penalties(p: DecodeParams) -> bool:
-    """Whether a row's parameters ask for history-dependent processing."""
+    """Whether a row's parameters ask for a penalty or a ban."""
     return p.repetition_penalty != 1.0 or p.no_repeat_ngram_size > 0 or bool(p.bad_words_ids)
 
 
-def apply_penalties(scores: Tensor, inputs: Tensor, lengths: Tensor, params: list[DecodeParams]) -> Tensor:
+def needs_history(p: DecodeParams) -> bool:
+    """Whether they read the row's history (all but one-token bad words do)."""
+    return p.repetition_penalty != 1.0 or p.no_repeat_ngram_size > 0 or any(len(w) > 1 for w in p.bad_words_ids)
+
+
+def apply_penalties(
+    scores: Tensor, inputs: Tensor | None, lengths: Tensor | None, params: list[DecodeParams]
+) -> Tensor:
     """Repetition penalty, no-repeat n-grams and bad words, where asked for, in place, from each row's decoder inputs
-    (N, T') of which the first lengths[i] are real (N,): on the device, no copy to the host."""
+    (N, T') of which the first lengths[i] are real (N,) (both None when no row reads them): on the device, no copy to
+    the host."""
     device = scores.device
+    for token in sorted({w[0] for p in params for w in p.bad_words_ids if len(w) == 1}):
+        rows = [r for r, p in enumerate(params) if (token,) in p.bad_words_ids]
+        if len(rows) == len(params):
+            scores[:, token] = NEG_INF
+        else:
+            scores[:, token].index_fill_(0, upload(rows, torch.long, device), NEG_INF)
     if any(p.repetition_penalty != 1.0 for p in params):
         penalty = upload([p.repetition_penalty for p in params], scores.dtype, device)[:, None]  # (N, 1)
         past = torch.arange(inputs.shape[1], device=device) < lengths[:, None]
@@ -48,10 +65,10 @@ def apply_penalties(scores: Tensor, inputs: Tensor, lengths: Tensor, params: lis
     for n in sorted({p.no_repeat_ngram_size for p in params} - {0}):
         rows = upload([r for r, p in enumerate(params) if p.no_repeat_ngram_size == n], torch.long, device)
         _ban(scores, rows, *ngram_bans(inputs.index_select(0, rows), lengths.index_select(0, rows), n))
-    for word in sorted({w for p in params for w in p.bad_words_ids}):
+    for word in sorted({w for p in params for w in p.bad_words_ids if len(w) > 1}):
         rows = upload([r for r, p in enumerate(params) if word in p.bad_words_ids], torch.long, device)
         tail = _tail(inputs.index_select(0, rows), lengths.index_select(0, rows), len(word) - 1)  # (R, m-1)
-        ends = (tail == upload(word[:-1], torch.long, device)).all(1)  # (R,) a one-token word: always
+        ends = (tail == upload(word[:-1], torch.long, device)).all(1)  # (R,)
         _ban(scores, rows, torch.full_like(rows, word[-1])[:, None], ends[:, None])
     return scores
 
@@ -76,10 +93,12 @@ def _tail(inputs: Tensor, lengths: Tensor, m: int) -> Tensor:
 
 
 def _ban(scores: Tensor, rows: Tensor, tokens: Tensor, where: Tensor) -> None:
-    """scores[rows[i], tokens[i, j]] = -inf where where[i, j] (in place, the others unchanged)."""
-    block = scores.index_select(0, rows)
-    block.scatter_reduce_(1, tokens, torch.where(where, NEG_INF, float("inf")).to(block.dtype), "amin")
-    scores.index_copy_(0, rows, block)
+    """scores[rows[i], tokens[i, j]] = -inf where where[i, j], in place, the others unchanged (tokens may repeat in a
+    row: a minimum, so any banned copy bans); N x K work, no copy of the scores."""
+    n, k = scores.shape[0], tokens.shape[1]
+    index = tokens.new_zeros(n, k).index_copy_(0, rows, tokens)
+    banned = torch.where(where, NEG_INF, float("inf")).to(scores.dtype)
+    scores.scatter_reduce_(1, index, scores.new_full((n, k), float("inf")).index_copy_(0, rows, banned), "amin")
 
 
 def force(scores: Tensor, tokens: list[int | None]) -> Tensor:

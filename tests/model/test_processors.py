@@ -62,3 +62,11 @@ def test_device_penalties_equal_the_host_rules():
         want = host_penalties(scores.clone(), histories, params)
         got = apply_penalties(scores.clone(), inputs, torch.tensor([len(h) for h in histories]), params)
         assert torch.equal(got, want), trial
+
+
+def test_one_token_bad_words_read_no_history():
+    """OPUS-MT's ban of its pad token: no history given, the token's column is -inf in the rows that ban it."""
+    params = [DecodeParams(bad_words_ids=((4,),)), DecodeParams(), DecodeParams(bad_words_ids=((4,), (2,)))]
+    scores = apply_penalties(torch.zeros(3, 6), None, None, params)
+    assert scores.isinf().nonzero().tolist() == [[0, 4], [2, 2], [2, 4]]
+    assert apply_penalties(torch.zeros(2, 6), None, None, params[:1] * 2)[:, 4].isinf().all()
