@@ -67,7 +67,7 @@ class Settings(BaseSettings):
     cuda_graphs: bool = Field(True, description="CUDA: replay the static-shape decode step as CUDA graphs")
     overlap: bool | None = Field(
         None, description="launch each decode step before reading the previous one back, so that the host's work "
-        "hides behind the device's (one-row requests; beam search runs step by step); default on on CUDA, off on CPU"
+        "hides behind the device's (greedy, sampled and beam rows alike); default on on CUDA, off on CPU"
     )  # fmt: skip
     api_keys: bool = Field(False, description="require an API key (python -m app keys add) to translate or detect")
     keys_db: str = Field("mt-data/keys.sqlite", description="SQLite file of keys and limit counters (no redis_url)")

@@ -10,12 +10,14 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from model.beams import GROW, BeamState, HostMoves, Knobs
+from model.beams import step as beam_step
 from model.cache import PRESIZE, DecoderCache
-from model.choice import Choice, Picked, Rows, choose, pick, unpack
+from model.choice import Picked, Rows, beam_candidates, pack, pick, unpack
 from model.config import ModelConfig
-from model.processors import needs_penalties, process
+from model.processors import process
 from model.search import Group, Request, StepOutput
-from model.transfer import Readback, start_fetch, upload
+from model.transfer import Readback, fetch, start_fetch, upload
 from model.transformer import Seq2SeqTransformer
 
 
@@ -27,10 +29,11 @@ def pad_batch(seqs: list[list[int]], pad_id: int, device: torch.device) -> tuple
 
 
 class DecodeBatch:
-    """Groups (one per request, in row order), their decoder cache and the last token of every row."""
+    """Groups (one per request, in row order), their decoder cache, the last token of every row and the rows' and
+    beam groups' device state."""
 
-    def __init__(self, groups: list[Group], cache: DecoderCache, tokens: Tensor):
-        self.groups, self.cache, self.tokens = groups, cache, tokens
+    def __init__(self, groups: list[Group], cache: DecoderCache, tokens: Tensor, state: BeamState):
+        self.groups, self.cache, self.tokens, self.state = groups, cache, tokens, state
 
     @classmethod
     def prefill(cls, model: Seq2SeqTransformer, requests: list[Request]) -> DecodeBatch:
@@ -39,9 +42,13 @@ class DecodeBatch:
         src, src_mask = pad_batch([r.src for r in requests], cfg.pad_id, device)
         capacity = min(max(r.params.max_new_tokens for r in requests), PRESIZE)  # no growth copies up to PRESIZE
         cache = model.start_cache(model.encode(src, src_mask), src_mask, capacity)
-        groups = [Group(r, cfg.eos_id, cfg.decoder_start_id, _generator(r, device)) for r in requests]
-        tokens = torch.full((len(requests),), cfg.decoder_start_id, dtype=torch.long, device=device)
-        return cls(groups, cache, tokens)
+        widths = [r.params.beam_size for r in requests]  # a beam request has its beam_size rows from the start
+        if len(widths) < sum(widths):
+            cache.take_([i for i, w in enumerate(widths) for _ in range(w)])  # nothing decoded yet: nothing to copy
+        start = cfg.decoder_start_id
+        groups = [Group(r, cfg.eos_id, start, _generator(r, device), r.params.beam_size) for r in requests]
+        tokens = torch.full((sum(widths),), start, dtype=torch.long, device=device)
+        return cls(groups, cache, tokens, BeamState.start(widths, capacity, device))
 
     def __len__(self) -> int:
         return len(self.groups)
@@ -66,7 +73,8 @@ class DecodeBatch:
         if not self.groups:
             return other
         self.cache.append_(other.cache)
-        return DecodeBatch(self.groups + other.groups, self.cache, torch.cat([self.tokens, other.tokens]))
+        tokens, state = torch.cat([self.tokens, other.tokens]), self.state.concat(other.state)
+        return DecodeBatch(self.groups + other.groups, self.cache, tokens, state)
 
     def filter(self, keep: Iterable[Hashable], widths: list[int] | None = None) -> DecodeBatch:
         """Only the requests whose ids are in `keep` (aborted ones leave); consumes this batch. `widths`: each group's
@@ -75,34 +83,53 @@ class DecodeBatch:
         kept, start = [], 0
         for g, width in zip(self.groups, widths or [g.width for g in self.groups], strict=True):
             if g.request.id in keep:
-                kept.append((g, start, width, list(range(start, start + width))))
+                kept.append((g, start, width, [(r,) for r in range(start, start + width)]))
             start += width
-        groups, parents = self._rearrange(kept)
-        tokens = self.tokens.index_select(0, upload(parents, torch.long, self.tokens.device))
-        return DecodeBatch(groups, self.cache, tokens)
+        groups, rows = self._rearrange(kept)
+        parents = upload([r for (r,) in rows], torch.long, self.tokens.device)
+        state = self.state.take(parents, self._beam_index(groups))
+        return DecodeBatch(groups, self.cache, self.tokens.index_select(0, parents), state)
 
-    def _rearrange(self, kept: list[tuple[Group, int, int, list[int]]]) -> tuple[list[Group], list[int]]:
-        """Lay out the groups that go on, each (group, old first row, old width, parent of each new row), in the
-        first rows of the cache, moving as few as possible; return them in row order with every row's parent."""
-        same = len(kept) == len(self.groups) and all(rows == list(range(s, s + old)) for _, s, old, rows in kept)
+    def _rearrange(self, kept: list[tuple[Group, int, int, list[tuple]]]) -> tuple[list[Group], list[tuple]]:
+        """Lay out the groups that go on, each (group, old first row, old width, its new rows as tuples that start
+        with the parent row), in the first rows of the cache, moving as few as possible; return them in row order with
+        every new row's tuple."""
+        same = len(kept) == len(self.groups) and all(
+            [r[0] for r in rows] == list(range(s, s + old)) for _, s, old, rows in kept
+        )
         if same and self.cache.rows == self.rows:  # every row stays where it is: nothing moves (a cache that holds
             # more rows, as after a join that failed half-way, drops them below)
-            return [g for g, *_ in kept], list(range(self.rows))
+            return [g for g, *_ in kept], [r for *_, rows in kept for r in rows]
         starts = place([(start, old, g.width) for g, start, old, _ in kept])
         order = sorted(range(len(kept)), key=starts.__getitem__)
-        parents = [row for i in order for row in kept[i][3]]  # a row reads its parent's slot: its request's source
-        self.cache.take_(parents)
-        return [kept[i][0] for i in order], parents
+        rows = [row for i in order for row in kept[i][3]]  # a row reads its parent's slot: its request's source
+        self.cache.take_([r[0] for r in rows])
+        return [kept[i][0] for i in order], rows
+
+    def _beam_index(self, groups: list[Group]) -> Tensor:
+        """(G',) the old beam-group index of every beam group of `groups` (which are this batch's), in their order."""
+        index = {id(g): i for i, g in enumerate(g for g in self.groups if g.beam)}
+        return upload([index[id(g)] for g in groups if g.beam], torch.long, self.tokens.device)
 
     def step(self, model: Seq2SeqTransformer) -> tuple[DecodeBatch, list[StepOutput]]:
-        """One decoder step for every row, in phases: logits, logit processing, token choice on the device (one copy to
-        the host), bookkeeping in the groups, cache moves. Returns the batch that goes on and what each request got."""
-        scores, logprobs, rows = self._scores(model)
-        choice = choose(scores, logprobs, rows)
-        outputs, kept = self._advance(choice)
-        groups, _ = self._rearrange(kept)
-        tokens = upload([b[-1] for g in groups for b in g.beams], torch.long, self.tokens.device)
-        return DecodeBatch(groups, self.cache, tokens), outputs
+        """One decoder step for every row, in phases: logits, logit processing, token choice and the beam groups' step
+        on the device (one copy to the host), bookkeeping in the groups, cache and state moves. Returns the batch that
+        goes on and what each request got."""
+        scores, logprobs, rows, steps = self._scores(model)
+        picked = pick(scores, logprobs, rows)
+        state, moves = self.state, None
+        if rows.groups:
+            knobs = self._knobs(rows, steps, scores.shape[1])
+            state, moves = beam_step(state, beam_candidates(scores, rows), knobs, model.cfg.eos_id)
+        flat = fetch(pack(picked.parts + (moves.packed() if moves else [])))
+        tokens, logprobs, rest = unpack(flat, picked, len(rows.params))
+        host = HostMoves.read(rest, len(rows.groups), state.score.shape[1]) if moves else None
+        outputs, kept, ended = self._advance(tokens, logprobs, host)
+        groups, new = self._rearrange(kept)
+        _results(self.groups, state, ended)
+        parents, source, tokens, at = upload(list(zip(*new, strict=True)) or [[]] * 4, torch.long, self.tokens.device)
+        state = state.advance(parents, moves, source, tokens, at).take(None, self._beam_index(groups))
+        return DecodeBatch(groups, self.cache, tokens, state), outputs
 
     def round(
         self, model: Seq2SeqTransformer, pending: Pending | None, overlap: bool
@@ -114,29 +141,14 @@ class DecodeBatch:
         return batch, outputs, None
 
     # --- the overlap scheduler: step t+1 is launched before step t's choices are read back ----------------------
-    @property
-    def overlappable(self) -> bool:
-        """Whether the next step may be launched before this one's choices reach the host: every request is one row
-        (greedy or sampling) and no processor reads its history (repetition penalty, no-repeat n-grams and bad words
-        would read it one step stale). min_new_tokens and forced tokens count steps only, which the cache knows."""
-        return all(g.params.beam_size == 1 and not needs_penalties(g.params) for g in self.groups)
-
     def step_ahead(
         self, model: Seq2SeqTransformer, pending: Pending | None
     ) -> tuple[DecodeBatch, list[StepOutput], Pending | None]:
         """One round of the overlap scheduler: launch the next step, then book the step in flight (`pending`) while the
-        device runs the new one. Rows at their length limit end with the step in flight and do not run the next one;
-        rows that end with EOS do run it (wasted: nothing of it is read) and leave before the one after. A batch that
-        is not overlappable books the step in flight first, then runs one sequential `step`. Returns the batch that
-        goes on, what each request got (from the booked steps) and the step now in flight."""
-        if not self.overlappable:
-            widths = [g.width for g in self.groups]  # the rows' layout; booking empties the groups that finish
-            outputs, done = pending.book(self.groups) if pending is not None else ([], set())
-            batch = self._without(done, widths)
-            if not len(batch):
-                return batch, outputs, None
-            batch, more = batch.step(model)
-            return batch, outputs + more, None
+        device runs the new one. One-row requests at their length limit end with the step in flight and do not run the
+        next one; rows that end otherwise (EOS, a beam group done) do run it (wasted: nothing of it is read, a done
+        beam group's buffers are frozen on the device) and leave before the one after. Returns the batch that goes
+        on, what each request got (from the booked step) and the step now in flight."""
         ahead, launched = self, None
         if pending is not None and (ending := pending.ending()):
             ahead = self._without({g.request.id for g in self.groups if id(g) in ending})
@@ -144,25 +156,49 @@ class DecodeBatch:
             ahead, launched = ahead.launch(model)
         if pending is None:
             return ahead, [], launched
-        outputs, done = pending.book(self.groups)  # waits for the step in flight only, while the device runs the next
-        return ahead._without(done, [1] * len(ahead)), outputs, launched  # one row per request
+        widths = [g.width for g in ahead.groups]  # the rows' layout; booking empties the groups that finish
+        outputs, done = pending.book(self.groups, ahead)  # waits for the step in flight only
+        return ahead._without(done, widths), outputs, launched
 
     def launch(self, model: Seq2SeqTransformer) -> tuple[DecodeBatch, Pending]:
-        """Launch one decode step for every row (one-row requests only) and start copying its choices to the host
-        without waiting: the batch that runs next (the same groups, not advanced yet; its inputs are the step's tokens
-        on the device) and the step in flight."""
-        scores, logprobs, rows = self._scores(model)
+        """Launch one decode step for every row and start copying its choices to the host without waiting: the batch
+        that runs next (the same groups, not booked yet; its inputs, cache rows, histories and beam buffers advanced on
+        the device, beams reordered there) and the step in flight."""
+        scores, logprobs, rows, steps = self._scores(model)
         picked = pick(scores, logprobs, rows)
-        pending = Pending(self.groups, rows, picked, start_fetch(picked.packed), scores.shape[1])
-        return DecodeBatch(self.groups, self.cache, picked.tokens), pending
+        n, device = len(rows.params), scores.device
+        parents, source = torch.arange(n, device=device), torch.full((n,), -1, dtype=torch.long, device=device)
+        state, moves, tokens = self.state, None, picked.tokens
+        if rows.groups:
+            knobs = self._knobs(rows, steps, scores.shape[1])
+            state, moves = beam_step(state, beam_candidates(scores, rows), knobs, model.cfg.eos_id)
+            at, flat = self._beam_layout(rows, state.score.shape[1])  # (Nb,) each
+            moved = (knobs.first[:, None] + moves.parent).flatten().index_select(0, flat)  # (Nb,) parent rows
+            self.cache.reorder_(at, moved)
+            tokens = (tokens if tokens is not None else parents).index_copy(0, at, moves.token.flatten()[flat])
+            parents, source = parents.index_copy(0, at, moved), source.index_copy(0, at, flat)
+        state = state.advance(parents, moves, source, tokens, self.cache.lengths - 1)
+        parts = picked.parts + (moves.packed() if moves else [])
+        firsts = list(itertools.accumulate((g.width for g in self.groups), initial=0))  # one more than groups
+        pending = Pending(self.groups, firsts, picked, start_fetch(pack(parts)), state.score.shape[1])
+        return DecodeBatch(self.groups, self.cache, tokens, state), pending
 
-    def _scores(self, model: Seq2SeqTransformer) -> tuple[Tensor, Tensor | None, Rows]:
+    def _beam_layout(self, rows: Rows, beam: int) -> tuple[Tensor, Tensor]:
+        """The beam rows (Nb,) and each one's flat index (group * beam + place) into the beam moves (one upload)."""
+        at = [first + j for first, w in rows.groups for j in range(w)]
+        flat = [g * beam + j for g, (_, w) in enumerate(rows.groups) for j in range(w)]
+        both = upload(at + flat, torch.long, self.tokens.device)
+        return both[: len(at)], both[len(at) :]
+
+    def _scores(self, model: Seq2SeqTransformer) -> tuple[Tensor, Tensor | None, Rows, list[int]]:
         """Launch the decoder step and process its logits: the scores the choice ranks (N, V), the log-probabilities
-        when any row keeps scores, and the rows as the choice sees them."""
+        when any row keeps scores, the rows as the choice sees them and the steps each had launched before."""
         steps = self.cache.decoded()  # per row, steps launched before this one (a step in flight included)
+        if max(steps) >= self.state.positions:  # the step writes position steps[i] of each row's history
+            self.state = self.state.fit(0, max(steps) + GROW)
         logits = model.decode_step(self.tokens, self.cache).float()  # (N, V)
         rows = self._rows()
-        return *self._process(logits, model.cfg, rows, steps), rows
+        return *self._process(logits, model.cfg, rows, steps), rows, steps
 
     def _without(self, ids: set[Hashable], widths: list[int] | None = None) -> DecodeBatch:
         """This batch less the requests in `ids` (itself when none of them is in it); consumes this batch. `widths`:
@@ -172,19 +208,29 @@ class DecodeBatch:
         return self.filter([i for i in self.ids if i not in ids], widths)
 
     def _rows(self) -> Rows:
-        """Every row's parameters and generator, and the beam groups' layout, scores and ranks."""
-        params = [g.request.params for g in self.groups for _ in g.beams]
-        generators = [g.generator for g in self.groups for _ in g.beams]
-        firsts = itertools.accumulate((len(g.beams) for g in self.groups), initial=0)  # one more than groups
-        beams = [(first, g) for first, g in zip(firsts, self.groups, strict=False) if g.request.params.beam_size > 1]
-        cum, ranks = [s for _, g in beams for s in g.scores], [r for _, g in beams for r in g.ranks]
-        return Rows(params, generators, [(first, len(g.beams)) for first, g in beams], cum, ranks)
+        """Every row's parameters and generator, the beam groups' layout, and every row's score and rank."""
+        params = [g.params for g in self.groups for _ in range(g.width)]
+        generators = [g.generator for g in self.groups for _ in range(g.width)]
+        firsts = itertools.accumulate((g.width for g in self.groups), initial=0)  # one more than groups
+        beams = [(first, g.width) for first, g in zip(firsts, self.groups, strict=False) if g.beam]
+        return Rows(params, generators, beams, self.state.cum, self.state.rank)
+
+    def _knobs(self, rows: Rows, steps: list[int], vocab: int) -> Knobs:
+        """The beam groups' parameters and progress (`steps` launched per row) for the step (one upload)."""
+        values = []
+        for g, (first, width) in zip((g for g in self.groups if g.beam), rows.groups, strict=True):
+            p = g.params
+            keep = min(2 * p.beam_size, width * vocab)  # candidates it ranks
+            values.append([p.beam_size, p.max_new_tokens, steps[first], first, keep, p.length_penalty])
+            values[-1].append(p.early_stopping)
+            values[-1].append(p.forced_eos)
+        return Knobs.of(values, self.tokens.device)
 
     def _process(self, logits: Tensor, cfg: ModelConfig, rows: Rows, steps: list[int]) -> tuple[Tensor, Tensor | None]:
         """Logit processing: the scores the choice ranks (log-probabilities for beam rows, logits for the others)
         after every per-row processor (each row `steps` tokens into its output), and the log-probabilities when any
         row keeps scores."""
-        n_beam = len(rows.cum)
+        n_beam = rows.beam_rows
         logprobs = logits.log_softmax(-1) if any(p.scored for p in rows.params) else None
         if n_beam == len(rows.params):
             scores = logprobs  # processed in place: no greedy row reads the log-probabilities
@@ -193,54 +239,76 @@ class DecodeBatch:
         else:
             is_beam = upload([p.beam_size > 1 for p in rows.params], torch.bool, logits.device)
             scores = torch.where(is_beam[:, None], logprobs, logits)
-        process(scores, cfg, rows.params, steps, lambda: [h for g in self.groups for h in g.histories()])
+        process(scores, cfg, rows.params, steps, self.state.history)
         return scores, logprobs
 
-    def _advance(self, choice: Choice) -> tuple[list[StepOutput], list[tuple[Group, int, int, list[int]]]]:
-        """Bookkeeping: every group takes its choice; what each request got, and the groups that go on as (group,
-        old first row, old width, parent of each new row)."""
-        outputs, kept, row = [], [], 0
+    def _advance(
+        self, tokens: list[int], logprobs: list[float] | None, host: HostMoves | None
+    ) -> tuple[list[StepOutput], list[tuple[Group, int, int, list[tuple]]], list[tuple[Group, StepOutput]]]:
+        """Bookkeeping: every group takes its choice. Returns what each request got; the groups that go on as (group,
+        old first row, old width, its new rows as (parent, flat index into the beam moves or -1, token, position));
+        and the finished beam groups with their outputs, whose hypotheses are still to come."""
+        outputs, kept, ended, row, b = [], [], [], 0, 0
         for g in self.groups:
-            width = len(g.beams)
-            parents = g.advance(choice, row)
-            outputs.append(_output(g, width))
-            if g.beams:
-                kept.append((g, row, width, parents))
+            width = g.width
+            if g.beam:
+                new, out = host.take(g, b, row), StepOutput(g.request.id, stable=host.stable(b))
+                if not g.width:
+                    ended.append((g, out))
+                b += 1
+            else:
+                on = g.advance(tokens[row], None if logprobs is None else logprobs[row])
+                new, out = [(row, -1, tokens[row], g.steps - 1)] if on else [], _output(g, width)
+            outputs.append(out)
+            if g.width:
+                kept.append((g, row, width, new))
             row += width
-        return outputs, kept
+        return outputs, kept, ended
 
 
 @dataclass
 class Pending:
-    """A decode step in flight (the overlap scheduler's): the groups that ran it in row order, its rows as the choice
-    saw them, its choices on the device (`picked.tokens` (N,): the next step's inputs) and their copy to the host."""
+    """A decode step in flight (the overlap scheduler's): the groups that ran it in row order and their first rows
+    (and the row count), its choices on the device (`picked.tokens`) and the copy to the host of those and of the
+    beam moves (`beam` places per group)."""
 
     groups: list[Group]
-    rows: Rows
+    firsts: list[int]
     picked: Picked
     readback: Readback
-    vocab: int
+    beam: int
 
     def ending(self) -> set[int]:
-        """id() of the groups whose step in flight is their last whatever it picks (their length limit); asked before
-        the step is booked."""
-        return {id(g) for g in self.groups if g.steps + 1 >= g.params.max_new_tokens}
+        """id() of the one-row groups whose step in flight is their last whatever it picks (their length limit); asked
+        before the step is booked."""
+        return {id(g) for g in self.groups if not g.beam and g.steps + 1 >= g.params.max_new_tokens}
 
-    def book(self, live: list[Group]) -> tuple[list[StepOutput], set[Hashable]]:
+    def book(self, live: list[Group], now: DecodeBatch) -> tuple[list[StepOutput], set[Hashable]]:
         """The step's choices taken by the groups of `live` that ran it (waiting for the copy, not for work launched
-        after the step): what each of them got, and the ids of those that finished. Groups that left since (finished
-        at an earlier step, aborted) are not in `live` and are skipped; groups that joined after it did not run it."""
-        choice = unpack(self.readback.wait(), self.picked, self.rows, self.vocab)
-        row = {id(g): r for r, g in enumerate(self.groups)}
-        outputs, done = [], set()
+        after the step): what each of them got, and the ids of those that finished; the hypotheses of beam groups
+        that finished come from `now`, the batch running since (their buffers no longer change). Groups that left
+        since (finished at an earlier step, aborted) are not in `live` and are skipped; groups that joined after it
+        did not run it."""
+        beams = [g for g in self.groups if g.beam]
+        flat = self.readback.wait()
+        tokens, logprobs, rest = unpack(flat, self.picked, self.firsts[-1])
+        host = HostMoves.read(rest, len(beams), self.beam) if beams else None
+        row = {id(g): first for g, first in zip(self.groups, self.firsts, strict=False)}
+        index = {id(g): b for b, g in enumerate(beams)}
+        outputs, ended = [], []
         for g in live:
             if (r := row.get(id(g))) is None:
                 continue
-            g.advance(choice, r)
-            outputs.append(_output(g, 1))
-            if not g.beams:
-                done.add(g.request.id)
-        return outputs, done
+            if g.beam:
+                host.take(g, index[id(g)], r)
+                outputs.append(StepOutput(g.request.id, stable=host.stable(index[id(g)])))
+                if not g.width:
+                    ended.append((g, outputs[-1]))
+            else:
+                g.advance(tokens[r], None if logprobs is None else logprobs[r])
+                outputs.append(_output(g, 1))
+        _results(now.groups, now.state, ended)
+        return outputs, {o.id for o in outputs if o.finished}
 
 
 def place(spans: list[tuple[int, int, int]]) -> list[int]:
@@ -269,19 +337,28 @@ def place(spans: list[tuple[int, int, int]]) -> list[int]:
     return starts
 
 
+def _results(groups: list[Group], state: BeamState, ended: list[tuple[Group, StepOutput]]) -> None:
+    """The hypotheses of the beam groups that ended, each (group, its output), from `state`, whose beam groups are
+    those of `groups` in order: one copy, only when requests end."""
+    if not ended:
+        return
+    index = {id(g): b for b, g in enumerate(g for g in groups if g.beam)}
+    hypotheses = state.hypotheses([index[id(g)] for g, _ in ended], [g.params.num_hypotheses for g, _ in ended])
+    for (_, out), hyps in zip(ended, hypotheses, strict=True):
+        out.hypotheses = hyps
+
+
 def _output(group: Group, width: int) -> StepOutput:
-    """What a group that was `width` rows wide got from the step it just took."""
-    if not group.beams:
-        return StepOutput(group.request.id, _last(group, width), group.result())
-    if group.params.beam_size == 1:
-        return StepOutput(group.request.id, group.beams[0][-1])
-    return StepOutput(group.request.id, stable=group.stable_tokens())
+    """What a one-row request that was `width` rows wide got from the step it just took."""
+    if not group.width:
+        return StepOutput(group.request.id, _last(group, width), group.finished)
+    return StepOutput(group.request.id, group.tokens[-1])
 
 
 def _last(group: Group, width: int) -> int | None:
-    """The token a finished one-row request produced on its final step (None for beams): EOS, also when forced at
-    the length limit (its finish reason is then "length", and the output does not keep it), else its last token."""
-    if group.params.beam_size > 1 or width != 1:
+    """The token a finished one-row request produced on its final step: EOS, also when forced at the length limit
+    (its finish reason is then "length", and the output does not keep it), else its last token."""
+    if width != 1:
         return None
     hyp = group.finished[0]
     return hyp.tokens[-1] if len(hyp.tokens) == group.steps else group.eos_id

@@ -197,6 +197,15 @@ class DecoderCache:
             self.src_lens = [self.src_lens[i] for i in order]
         self._regroup(row_slots)
 
+    def reorder_(self, rows: Tensor, parents: Tensor) -> None:
+        """In place, live row rows[i] takes the self-attention state of row parents[i] (both (n,) on the device, rows
+        of one request among themselves: beams reordering, so slots and lengths stay); no host sync."""
+        t = self.max_length
+        for buf in (self.k_buf, self.v_buf):
+            for i in range(buf.shape[0]):
+                layer = buf[i, :, :, :t]  # (R, H, t, D)
+                layer.index_copy_(0, rows, layer.index_select(0, parents))
+
     def append_(self, other: DecoderCache) -> None:
         """In place, other's rows and slots join after this cache's."""
         n, m, g, h = self.rows, other.rows, self.slots, other.slots

@@ -1,5 +1,5 @@
 """Token choice on the device: greedy argmax, vectorised sampling and each beam group's best candidates, brought to
-the host together in one copy per step as a `Choice`."""
+the host together in one copy per step."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import torch
 from torch import Tensor
 
 from model.params import DecodeParams
-from model.transfer import fetch, upload
+from model.transfer import upload
 
 NEG_INF = float("-inf")
 
@@ -17,78 +17,58 @@ NEG_INF = float("-inf")
 @dataclass
 class Rows:
     """The rows of one step as the choice sees them: each row's parameters and generator; for beam-search groups
-    their (first row, width), and each of their rows' cumulative score and rank within its group, in row order."""
+    their (first row, width); every row's cumulative score and rank within its group (N,) on the device."""
 
     params: list[DecodeParams]
     generators: list[torch.Generator | None]
     groups: list[tuple[int, int]]
-    cum: list[float]
-    ranks: list[int]
+    cum: Tensor
+    ranks: Tensor
 
-
-@dataclass
-class Choice:
-    """One step's choices on the host: a token per greedy or sampled row and its log-probability (when any row keeps
-    scores); each beam group's best candidates (cumulative score, parent row within the group, token), best first,
-    keyed by the group's first row."""
-
-    tokens: list[int]
-    logprobs: list[float] | None
-    candidates: dict[int, list[tuple[float, int, int]]]
+    @property
+    def beam_rows(self) -> int:
+        """Rows of beam-search groups."""
+        return sum(w for _, w in self.groups)
 
 
 @dataclass
 class Picked:
-    """One step's choices still on the device: every row's token (N,) (beam rows' entries unused; None when every row
-    is a beam row), and all that the host needs packed in one tensor for one copy."""
+    """One step's choices of the greedy and sampled rows still on the device: every row's token (N,) (beam rows'
+    entries unused; None when every row is a beam row), and the parts the host reads, for one packed copy."""
 
     tokens: Tensor | None
-    packed: Tensor
-    scored: bool  # the packed tensor carries the picked tokens' log-probabilities after the tokens
-
-
-def choose(scores: Tensor, logprobs: Tensor | None, rows: Rows) -> Choice:
-    """Every row's choice, made on the device; one device-to-host copy brings all of it back."""
-    picked = pick(scores, logprobs, rows)
-    return unpack(fetch(picked.packed), picked, rows, scores.shape[1])
+    parts: list[Tensor]
+    scored: bool  # the parts carry the picked tokens' log-probabilities after the tokens
 
 
 def pick(scores: Tensor, logprobs: Tensor | None, rows: Rows) -> Picked:
-    """The device part of the choice: tokens of the greedy and sampled rows, beam groups' candidates, packed."""
-    n = scores.shape[0]
-    single = len(rows.cum) < n  # rows that take one token: greedy or sampled
-    parts, tokens = [], None
-    if single:
-        tokens = scores.argmax(-1)  # (N,) first maximum; beam rows' entries go unused
-        sampled = [i for i, p in enumerate(rows.params) if p.sampling]
-        if sampled:
-            idx = upload(sampled, torch.long, scores.device)
-            params, generators = [rows.params[i] for i in sampled], [rows.generators[i] for i in sampled]
-            tokens.index_copy_(0, idx, sample(scores.index_select(0, idx), params, generators))
-        parts.append(tokens)
-        if logprobs is not None:
-            parts.append(logprobs.gather(1, tokens[:, None])[:, 0])
-    if rows.groups:
-        parts += beam_candidates(scores, rows)
-    packed = parts[0] if len(parts) == 1 else torch.cat([p.double().flatten() for p in parts])
-    return Picked(tokens, packed, single and logprobs is not None)
+    """The device part of the choice for the rows that take one token: greedy argmax and sampling."""
+    if rows.beam_rows == scores.shape[0]:
+        return Picked(None, [], False)
+    tokens = scores.argmax(-1)  # (N,) first maximum; beam rows' entries go unused
+    sampled = [i for i, p in enumerate(rows.params) if p.sampling]
+    if sampled:
+        idx = upload(sampled, torch.long, scores.device)
+        params, generators = [rows.params[i] for i in sampled], [rows.generators[i] for i in sampled]
+        tokens.index_copy_(0, idx, sample(scores.index_select(0, idx), params, generators))
+    parts = [tokens]
+    if logprobs is not None:
+        parts.append(logprobs.gather(1, tokens[:, None])[:, 0])
+    return Picked(tokens, parts, logprobs is not None)
 
 
-def unpack(flat: Tensor, picked: Picked, rows: Rows, vocab: int) -> Choice:
-    """The host part of the choice: the packed tensor, copied to the host, as a `Choice`."""
-    n = len(rows.params)
-    single = picked.tokens is not None
-    tokens = flat[:n].long().tolist() if single else []
+def pack(parts: list[Tensor]) -> Tensor:
+    """The parts as one tensor for one copy: a lone part as it is, else all flat as float64 (exact for token ids)."""
+    return parts[0] if len(parts) == 1 else torch.cat([p.double().flatten() for p in parts])
+
+
+def unpack(flat: Tensor, picked: Picked, n: int) -> tuple[list[int], list[float] | None, Tensor]:
+    """The host part: the picked tokens, their log-probabilities (None unless scored) and the rest of the copy."""
+    if picked.tokens is None:
+        return [], None, flat
+    tokens = flat[:n].long().tolist()
     logprobs = flat[n : 2 * n].tolist() if picked.scored else None
-    candidates = {}
-    if rows.groups:
-        start = (n if single else 0) + (n if picked.scored else 0)
-        best, parents, ids = flat[start:].view(3, len(rows.groups), -1)
-        best, parents, ids = best.tolist(), parents.long().tolist(), ids.long().tolist()
-        for i, (first, width) in enumerate(rows.groups):
-            keep = min(2 * rows.params[first].beam_size, width * vocab)
-            candidates[first] = list(zip(best[i][:keep], parents[i][:keep], ids[i][:keep], strict=True))
-    return Choice(tokens, logprobs, candidates)
+    return tokens, logprobs, flat[(2 if picked.scored else 1) * n :]
 
 
 def beam_candidates(scores: Tensor, rows: Rows) -> tuple[Tensor, Tensor, Tensor]:
@@ -100,10 +80,10 @@ def beam_candidates(scores: Tensor, rows: Rows) -> tuple[Tensor, Tensor, Tensor]
     per_row = min(2 * beam, vocab)  # a group's best 2*beam are among its rows' best 2*beam
     beam_rows = [r for first, w in rows.groups for r in range(first, first + w)]
     slots = [g * width + j for g, (_, w) in enumerate(rows.groups) for j in range(w)]
-    index, slot, rank = upload([beam_rows, slots, rows.ranks], torch.long, device)  # (Nb,) each
-    block = scores if len(beam_rows) == scores.shape[0] else scores.index_select(0, index)
+    index, slot = upload([beam_rows, slots], torch.long, device)  # (Nb,) each
+    every = len(beam_rows) == scores.shape[0]
+    block, cum, rank = (x if every else x.index_select(0, index) for x in (scores, rows.cum, rows.ranks))
     top, tok = row_topk(block, per_row)  # (Nb, C)
-    cum = upload(rows.cum, torch.float32, device)
     grid = top.new_full((n_groups * width, per_row), NEG_INF).index_copy_(0, slot, top + cum[:, None])
     keys = tok.new_full(grid.shape, torch.iinfo(torch.long).max).index_copy_(0, slot, rank[:, None] * vocab + tok)
     grid, keys = grid.view(n_groups, -1), keys.view(n_groups, -1)  # (G, W*C): padding sorts last

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 
 import torch
 
-from model.choice import Choice
 from model.params import DecodeParams
-
-DEAD = -1.0e9
 
 
 @dataclass(frozen=True)
@@ -56,19 +53,18 @@ class StepOutput:
 
 @dataclass
 class Group:
-    """A request's live rows in the decode batch and what it has produced so far."""
+    """A request's rows in the decode batch and what it has produced so far: a one-row request's tokens and score
+    on the host; a beam group's state lives on the device (model.beams), only its width and step count here."""
 
     request: Request
     eos_id: int
     start_id: int
     generator: torch.Generator | None = None
-    beams: list[list[int]] = field(default_factory=lambda: [[]])  # generated ids per live row
-    scores: list[float] = field(default_factory=lambda: [0.0])  # cumulative log-prob per live row
-    ranks: list[int] = field(default_factory=lambda: [0])  # each row's rank by score (rows keep their parent's row)
+    width: int = 1  # live rows (0 once finished)
+    tokens: list[int] = field(default_factory=list)  # one-row requests: generated ids
+    score: float = 0.0  # one-row requests: cumulative log-prob
     finished: list[Hypothesis] = field(default_factory=list)
     steps: int = 0
-    can_improve: bool = True
-    emitted: int = 0  # beam search: length of the best output's prefix already handed out as stable
 
     @property
     def params(self) -> DecodeParams:
@@ -76,106 +72,28 @@ class Group:
         return self.request.params
 
     @property
-    def width(self) -> int:
-        """Live rows."""
-        return len(self.beams)
+    def beam(self) -> bool:
+        """Whether this is a beam-search request."""
+        return self.params.beam_size > 1
 
-    def histories(self) -> list[list[int]]:
-        """Decoder inputs per row (start token included), as penalties see them."""
-        return [[self.start_id, *b] for b in self.beams]
-
-    def advance(self, choice: Choice, first_row: int) -> list[int]:
-        """Take this step's choice for the group's rows; return the parent rows (global) of the rows that go on."""
-        if self.request.params.beam_size == 1:
-            picked = None if choice.logprobs is None else choice.logprobs[first_row]
-            return self._advance_single(choice.tokens[first_row], picked, first_row)
-        return self._advance_beams(choice.candidates[first_row], first_row)
-
-    def _advance_single(self, token: int, logprob: float | None, row: int) -> list[int]:
-        """The greedy or sampled next token of a one-row request."""
+    def advance(self, token: int, logprob: float | None) -> bool:
+        """The greedy or sampled next token of a one-row request; whether it goes on."""
         if self.params.return_scores:
-            self.scores[0] += logprob
+            self.score += logprob
         self.steps += 1
         if token == self.eos_id or self.steps >= self.params.max_new_tokens:
-            self.finished = [self._hypothesis(self.beams[0], token, self.scores[0], self.steps)]
-            self.beams = []
-            return []
-        self.beams[0] = self.beams[0] + [token]
-        return [row]
+            self.finished = [self._hypothesis(token)]
+            self.width = 0
+            return False
+        self.tokens.append(token)
+        return True
 
-    def _hypothesis(self, prefix: list[int], token: int, score: float, length: int) -> Hypothesis:
-        """A finished output ending in `token` (EOS is not kept), scored as transformers scores it:
+    def _hypothesis(self, token: int) -> Hypothesis:
+        """The finished output ending in `token` (EOS is not kept), scored as transformers scores it:
         score / length ** length_penalty."""
-        at_limit = self.params.forced_eos and length >= self.params.max_new_tokens  # EOS forced by the limit
+        p, length = self.params, self.steps
+        at_limit = p.forced_eos and length >= p.max_new_tokens  # EOS forced by the limit
         reason = "eos" if token == self.eos_id and not at_limit else "length"
-        tokens = prefix if token == self.eos_id else prefix + [token]
-        normalised = score / (length**self.params.length_penalty) if self.params.scored else None
+        tokens = self.tokens if token == self.eos_id else [*self.tokens, token]
+        normalised = self.score / (length**p.length_penalty) if p.scored else None
         return Hypothesis(tokens, normalised, reason)
-
-    def _advance_beams(self, pool: list[tuple[float, int, int]], first_row: int) -> list[int]:
-        """One beam-search step with transformers' semantics (2·B candidates, top-B finish, heuristic stop) over the
-        group's best candidates (cumulative score, parent, token), best first."""
-        p, length = self.params, self.steps + 1
-        chosen = []  # (score, parent, token) of the beams that go on, best first
-        for rank, (score, parent, token) in enumerate(pool):
-            if token == self.eos_id or length >= p.max_new_tokens:
-                if rank < p.beam_size and self.can_improve and score > DEAD / 2:
-                    self.finished.append(self._hypothesis(self.beams[parent], token, score, length))
-            elif len(chosen) < p.beam_size:
-                chosen.append((score, parent, token))
-        self.finished = sorted(self.finished, key=lambda h: -h.score)[: p.beam_size]
-        slots = _slots([parent for _, parent, _ in chosen])
-        order = sorted(range(len(chosen)), key=slots.__getitem__)  # beams in row order
-        self.steps = length
-        self.beams = [self.beams[chosen[i][1]] + [chosen[i][2]] for i in order]
-        self.scores = [chosen[i][0] for i in order]
-        self.ranks = [0] * len(chosen)
-        for rank, slot in enumerate(slots):
-            self.ranks[slot] = rank
-        if len(self.finished) == p.beam_size and chosen:
-            best_possible = chosen[0][0] / (self.steps**p.length_penalty)
-            self.can_improve = not p.early_stopping and best_possible > self.finished[-1].score
-        if not chosen or not self.can_improve:
-            self.beams, self.scores, self.ranks = [], [], []
-            return []
-        return [first_row + chosen[i][1] for i in order]
-
-    def stable_tokens(self) -> list[int]:
-        """Beam search: the tokens, new since the last call, that every live beam and every finished hypothesis that
-        can still come first share, so that the best output surely starts with them (none once the group is done).
-        Only the best finished hypotheses (ties included) can still come first: a finished score never changes and
-        the kept list only drops its worst, whatever the length penalty or early stopping. Every live beam counts,
-        as its continuations may still finish first."""
-        if not self.beams:
-            return []
-        best = max((h.score for h in self.finished), default=None)
-        contenders = [h.tokens for h in self.finished if h.score == best]
-        shared = _shared_prefix([*self.beams, *contenders], self.emitted)
-        new, self.emitted = self.beams[0][self.emitted : shared], shared
-        return new
-
-    def result(self) -> list[Hypothesis]:
-        """The n best finished hypotheses, best first."""
-        if self.params.beam_size == 1:  # one hypothesis, perhaps unscored
-            return self.finished
-        return sorted(self.finished, key=lambda h: -h.score)[: self.params.num_hypotheses]
-
-
-def _shared_prefix(seqs: Sequence[Sequence[int]], start: int = 0) -> int:
-    """Length of the prefix every sequence shares, given that they share their first `start` items."""
-    n, shortest = start, min(len(s) for s in seqs)
-    while n < shortest and all(s[n] == seqs[0][n] for s in seqs):
-        n += 1
-    return n
-
-
-def _slots(parents: list[int]) -> list[int]:
-    """Row (within the group) for each new beam, best first: its parent's row when that is free and still in the
-    group, so its cache needs no copy; the others take the free rows in order."""
-    n, slots, taken = len(parents), [-1] * len(parents), set()
-    for i, parent in enumerate(parents):
-        if parent < n and parent not in taken:
-            slots[i] = parent
-            taken.add(parent)
-    free = iter(r for r in range(n) if r not in taken)
-    return [slot if slot >= 0 else next(free) for slot in slots]

@@ -27,9 +27,9 @@ PUBLISH_S = 0.25  # while only decode steps happen, their metrics and the cache 
 
 class EngineCore:
     """Requests join the batch between steps and leave as soon as they finish; a failed batch operation fails the
-    requests it touched and the core goes on. With `overlap`, one decode step stays in flight while its batch allows
-    (one-row requests without history-dependent processors; beam search runs step by step): a round's outputs are
-    the previous step's, and what joins or leaves between rounds does so between launches."""
+    requests it touched and the core goes on. With `overlap`, one decode step stays in flight (greedy, sampled and
+    beam rows alike): a round's outputs are the previous step's, and what joins or leaves between rounds does so
+    between launches."""
 
     def __init__(
         self,

@@ -7,62 +7,76 @@ import pytest
 import torch
 
 from model.batch import DecodeBatch
+from model.beams import BeamState, HostMoves, Knobs, step
 from model.checkpoint import load
-from model.choice import Choice
+from model.choice import pack
 from model.params import DecodeParams
-from model.search import Group, Hypothesis, Request
+from model.search import Group, Request
 
 EOS = 1
 
 
-def group(beam_size: int = 2, **params) -> Group:
-    """A beam group of one request, before its first step (EOS is token 1)."""
-    return Group(Request(0, [5, EOS], DecodeParams(beam_size=beam_size, max_new_tokens=10, **params)), EOS, 0)
+class OneGroup:
+    """One beam request's device state driven with hand-made candidates, as a batch drives it (EOS is token 1)."""
 
+    def __init__(self, beam_size: int = 2, **params):
+        params = DecodeParams(beam_size=beam_size, max_new_tokens=10, **params)
+        self.group = Group(Request(0, [5, EOS], params), EOS, 0, width=beam_size)
+        self.state = BeamState.start([beam_size], 16, torch.device("cpu"))
 
-def step(g: Group, *pool: tuple[float, int, int]) -> list[int]:
-    """Advance the group with hand-made candidates (cumulative score, parent, token), best first; the stable tokens
-    it then hands out."""
-    g.advance(Choice([], None, {0: list(pool)}), 0)
-    return g.stable_tokens()
+    def step(self, *pool: tuple[float, int, int]) -> list[int]:
+        """Advance with candidates (cumulative score, parent, token), best first; the stable tokens handed out."""
+        p, g = self.group.params, self.group
+        score, parent, token = (torch.tensor([list(c)]) for c in zip(*pool, strict=True))
+        knobs = [p.beam_size, p.max_new_tokens, g.steps, 0, len(pool), p.length_penalty, p.early_stopping, p.forced_eos]
+        self.state, moves = step(self.state, (score.float(), parent, token), Knobs.of([knobs], score.device), EOS)
+        host = HostMoves.read(pack(moves.packed()), 1, self.state.score.shape[1])
+        rows = host.take(g, 0, 0)
+        parents, source, tokens, at = torch.tensor(list(zip(*rows, strict=True)) or [[]] * 4, dtype=torch.long)
+        self.state = self.state.advance(parents, moves, source, tokens, at)
+        return host.stable(0)
+
+    def beams(self) -> list[list[int]]:
+        """The live beams' tokens, in row order."""
+        return [row[: self.group.steps] for row in self.state.history.tolist()[: self.group.width]]
+
+    def finished(self) -> list[list[int]]:
+        """The finished hypotheses' tokens, best first."""
+        return [h.tokens for h in self.state.hypotheses([0], [self.group.params.beam_size])[0]]
 
 
 def test_live_beams_alone_fix_their_shared_prefix_once():
-    g = group(beam_size=3)
-    g.beams, g.scores = [[5, 6, 7], [5, 6, 8], [5, 6, 7, 9]], [-1.0, -1.1, -1.2]
-    assert g.stable_tokens() == [5, 6]
-    assert g.stable_tokens() == []  # handed out once
-    g.beams = [[5, 6, 7, 2], [5, 6, 7, 3], [5, 6, 7, 9]]
-    assert g.stable_tokens() == [7]
-
-
-def test_only_the_best_finished_hypotheses_hold_the_prefix_back():
-    """A finished hypothesis that diverges at the first token blocks the stream while it is the best one (or tied
-    with it); one that is not the best can never come first again and does not."""
-    g = group(beam_size=4)
-    g.beams = [[5, 6, 7], [5, 6, 8]]
-    g.finished = [Hypothesis([4], -0.5, "eos")]
-    assert g.stable_tokens() == []
-    g.finished = [Hypothesis([4], -0.5, "eos"), Hypothesis([5, 6, 3], -0.5, "eos")]  # tied: both may come first
-    assert g.stable_tokens() == []
-    g.finished = [Hypothesis([5, 6, 3], -0.4, "eos"), Hypothesis([4], -0.5, "eos"), Hypothesis([3], -2.0, "eos")]
-    assert g.stable_tokens() == [5, 6]
-    g.finished = [Hypothesis([5], -0.1, "eos"), *g.finished]  # a finished prefix of the live beams: already out
-    assert g.stable_tokens() == []
+    g = OneGroup(beam_size=3)
+    assert g.step((-0.1, 0, 5), (-0.2, 0, 9), (-0.3, 0, 8)) == []  # beams [5], [9], [8]
+    assert g.step((-0.2, 0, 6), (-0.3, 0, 7), (-0.4, 0, 8)) == [5]  # all continue [5]
+    assert g.step((-0.3, 0, 2), (-0.4, 0, 3), (-0.5, 0, 4)) == [6]  # all continue [5, 6]
+    assert g.step((-0.4, 0, 2), (-0.5, 1, 3), (-0.6, 2, 4)) == []  # handed out once
+    assert g.beams() == [[5, 6, 2, 2], [5, 6, 3, 3], [5, 6, 4, 4]]
 
 
 def test_a_finished_hypothesis_that_diverged_early_stops_blocking_once_beaten():
-    """Through the real bookkeeping: [6] finishes at step 2 and is the best, so the beams' shared [5] waits; at step
-    3 [5, 7] finishes with a better length-normalised score and [6] can no longer come first: [5] goes out."""
-    g = group(beam_size=2, length_penalty=1.0)
-    assert step(g, (-0.1, 0, 5), (-0.2, 0, 6), (-0.3, 0, 7)) == []  # beams [5], [6]
-    assert step(g, (-0.3, 0, 7), (-0.35, 1, EOS), (-0.5, 0, 8)) == []  # [6] finished (-0.175); beams [5, 7], [5, 8]
-    assert g.finished[0].tokens == [6]
-    assert step(g, (-0.4, 0, EOS), (-0.45, 0, 9), (-0.5, 1, 9)) == [5]  # [5, 7] finished (-0.133) beats [6]
-    assert [h.tokens for h in g.finished] == [[5, 7], [6]] and g.beams == [[5, 7, 9], [5, 8, 9]]
-    assert step(g, (-0.5, 0, 2), (-0.55, 0, 3), (-0.6, 1, 3)) == [7]  # beams [5, 7, 9, *]; [5, 7] may still win
-    assert step(g, (-0.6, 0, EOS), (-0.7, 1, EOS), (-5.0, 0, 4)) == []  # finished: the result carries the rest
-    assert g.result()[0].tokens == [5, 7, 9, 2] and g.emitted == 2
+    """[6] finishes at step 2 and is the best, so the beams' shared [5] waits; at step 3 [5, 7] finishes with a
+    better length-normalised score and [6] can no longer come first: [5] goes out."""
+    g = OneGroup(beam_size=2, length_penalty=1.0)
+    assert g.step((-0.1, 0, 5), (-0.2, 0, 6), (-0.3, 0, 7)) == []  # beams [5], [6]
+    assert g.step((-0.3, 0, 7), (-0.35, 1, EOS), (-0.5, 0, 8)) == []  # [6] finished (-0.175); beams [5, 7], [5, 8]
+    assert g.finished() == [[6]]
+    assert g.step((-0.4, 0, EOS), (-0.45, 0, 9), (-0.5, 1, 9)) == [5]  # [5, 7] finished (-0.133) beats [6]
+    assert g.finished() == [[5, 7], [6]] and g.beams() == [[5, 7, 9], [5, 8, 9]]
+    assert g.step((-0.5, 0, 2), (-0.55, 0, 3), (-0.6, 1, 3)) == [7]  # beams [5, 7, 9, *]; [5, 7] may still win
+    assert g.step((-0.6, 0, EOS), (-0.7, 1, EOS), (-5.0, 0, 4)) == []  # finished: the result carries the rest
+    assert g.finished()[0] == [5, 7, 9, 2] and g.group.width == 0
+
+
+def test_a_tied_finished_hypothesis_holds_the_prefix_back():
+    """Without length penalty, [4] and a later hypothesis finish with equal scores: both may come first, so the live
+    beams' shared prefix waits until a better one finishes."""
+    g = OneGroup(beam_size=3, length_penalty=0.0)
+    assert g.step((-0.1, 0, 5), (-0.2, 0, 4), (-0.3, 0, 8)) == []  # beams [5], [4], [8]
+    assert g.step((-0.25, 0, 6), (-0.3, 1, EOS), (-0.35, 0, 7), (-0.4, 0, 3)) == []  # [4] finished at -0.3
+    assert g.step((-0.3, 0, EOS), (-0.31, 0, 2), (-0.32, 1, 2), (-0.33, 2, 2)) == []  # [5, 6] ties with [4]
+    assert g.step((-0.2, 0, EOS), (-0.21, 0, 3), (-0.22, 1, 3), (-0.23, 2, 3)) == [5]  # [5, 6, 2] beats both
+    assert g.finished() == [[5, 6, 2], [4], [5, 6]]
 
 
 CASES = [

@@ -3,9 +3,10 @@ each row's own generator, and a step brings its choices to the host in one copy.
 
 import torch
 
-import model.choice as choice_module
+import model.batch as batch_module
+import model.beams as beams_module
 from model.batch import DecodeBatch
-from model.choice import Rows, choose, sample
+from model.choice import Rows, beam_candidates, sample
 from model.params import DecodeParams
 from model.search import Request
 from tests.model.test_decoding import MIXED, _src
@@ -17,16 +18,25 @@ def flat_sort(scores: torch.Tensor, rows: Rows) -> dict[int, list[tuple[float, i
     """The host merge the step used before: every beam row's top 2*beam candidates of one group, sorted by
     (-cumulative score, parent rank * V + token), the group's first min(2B, width * V)."""
     vocab, beam = scores.shape[1], max(rows.params[first].beam_size for first, _ in rows.groups)
-    out, at = {}, 0
+    out = {}
     for first, width in rows.groups:
         pool = []
-        for j in range(width):
-            top, idx = scores[first + j].topk(min(2 * beam, vocab))
-            for s, t in zip((top + rows.cum[at + j]).tolist(), idx.tolist(), strict=True):
-                pool.append((s, rows.ranks[at + j] * vocab + t, j, t))
+        for j in range(first, first + width):
+            top, idx = scores[j].topk(min(2 * beam, vocab))
+            for s, t in zip((top + rows.cum[j]).tolist(), idx.tolist(), strict=True):
+                pool.append((s, rows.ranks[j].item() * vocab + t, j - first, t))
         pool.sort(key=lambda c: (-c[0], c[1]))
         out[first] = [(s, j, t) for s, _, j, t in pool[: min(2 * rows.params[first].beam_size, width * vocab)]]
-        at += width
+    return out
+
+
+def candidates(scores: torch.Tensor, rows: Rows) -> dict[int, list[tuple[float, int, int]]]:
+    """The device merge's candidates (cumulative score, parent, token) of each group, its first min(2B, width * V)."""
+    best, parents, tokens = (x.tolist() for x in beam_candidates(scores, rows))
+    out = {}
+    for i, (first, width) in enumerate(rows.groups):
+        keep = min(2 * rows.params[first].beam_size, width * scores.shape[1])
+        out[first] = list(zip(best[i][:keep], parents[i][:keep], tokens[i][:keep], strict=True))
     return out
 
 
@@ -40,10 +50,11 @@ def test_beam_merge_orders_as_the_flat_sort():
         vocab = 5 if trial % 2 else 40  # 5: the grid holds fewer than 2*beam candidates per row
         scores = torch.randint(-3, 1, (len(layout), vocab), generator=g).float()
         scores[trial % len(layout), :2] = float("-inf")
-        cum = torch.randint(-2, 1, (8,), generator=g).float().tolist()
-        ranks = [0, *torch.randperm(3, generator=g).tolist(), *torch.randperm(4, generator=g).tolist()]
+        cum = torch.randint(-2, 1, (len(layout),), generator=g).float()  # greedy rows' entries unused
+        zero = torch.zeros(3, dtype=torch.long)
+        ranks = torch.cat([zero, torch.randperm(3, generator=g), torch.randperm(4, generator=g), zero[:1]])
         rows = Rows(layout, [None] * len(layout), groups, cum, ranks)
-        assert choose(scores, None, rows).candidates == flat_sort(scores, rows), trial
+        assert candidates(scores, rows) == flat_sort(scores, rows), trial
 
 
 def test_sampling_follows_the_warped_distribution():
@@ -77,13 +88,16 @@ def test_a_seeded_row_draws_the_same_whatever_its_neighbours():
 
 
 def test_a_step_copies_to_the_host_once(model, monkeypatch):
-    """Greedy, beams, sampling, penalties and rows leaving: one device-to-host fetch per step."""
-    fetched = []
-    monkeypatch.setattr(choice_module, "fetch", lambda x: fetched.append(x) or x)
+    """Greedy, beams, sampling, penalties and rows leaving: one device-to-host fetch per step, and one more at each
+    step where beam requests end (their hypotheses)."""
+    fetched, ended = [], []
+    monkeypatch.setattr(batch_module, "fetch", lambda x: fetched.append(x) or x)
+    monkeypatch.setattr(beams_module, "fetch", lambda x: ended.append(x) or x)
     batch = DecodeBatch.prefill(model, [Request(i, _src(i), p) for i, p in enumerate(MIXED)])
-    steps = 0
+    steps, beam_ends = 0, 0
     with torch.inference_mode():
         while len(batch):
-            batch, _ = batch.step(model)
+            batch, outputs = batch.step(model)
             steps += 1
-    assert len(fetched) == steps > 10
+            beam_ends += any(o.finished and o.token is None for o in outputs)
+    assert len(fetched) == steps > 10 and len(ended) == beam_ends >= 1

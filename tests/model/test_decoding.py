@@ -10,7 +10,6 @@ from model.batch import DecodeBatch, place
 from model.choice import warp
 from model.generate import generate
 from model.params import DecodeParams
-from model.processors import banned_ngram_tokens, banned_words
 from model.search import Request
 from model.transformer import Seq2SeqTransformer
 
@@ -100,8 +99,6 @@ def test_no_repeat_ngram_blocks_repeats(model):
     seq = [0, *hyp.tokens]
     bigrams = list(zip(seq, seq[1:], strict=False))
     assert len(bigrams) == len(set(bigrams))
-    assert banned_ngram_tokens([5, 6, 7, 5], 2) == [6]
-    assert banned_ngram_tokens([5, 6, 7], 3) == []
 
 
 def test_repetition_penalty_changes_repetitive_output(model):
@@ -170,7 +167,6 @@ def test_place_moves_as_few_rows_as_possible():
 def test_bad_words_and_forced_tokens(model):
     """bad_words_ids: a one-token word never appears, a two-token word never completes; forced_bos_id comes first
     and forced_eos ends the output at the limit, as transformers' processors do."""
-    assert banned_words([5, 7, 3], ((3, 4), (9,), (7, 4), (2, 3, 8))) == [4, 9]
     src = _src(4)
     free = generate(model, [Request(0, src, DecodeParams(max_new_tokens=12))])[0][0].tokens
     one, pair = free[2], (free[0], free[1])

@@ -106,3 +106,26 @@ def test_in_place_take_equals_the_copying_select():
             assert torch.equal(cache.cross_k[:, cache.row_slots[row], :, :n], keys[:, :, :n])
         for slot, n in enumerate(cache.src_lens):
             assert torch.equal(cache.cross_v[:, slot, :, :n], expected.cross_v[:, slot, :, :n])
+
+
+def test_device_reorder_equals_take_within_requests():
+    """reorder_ (beams reordering within their requests from a device index, as the overlap scheduler does) leaves
+    every row as take_ does from the same parents, slots and lengths unchanged."""
+    model = _model()
+    src = torch.randint(3, 80, (3, 6))
+    mask = torch.ones(3, 6, dtype=torch.bool)
+    cache = model.start_cache(model.encode(src, mask), mask)
+    cache.take_([0, 0, 1, 1, 1, 2])  # requests of 2, 3 and 1 rows
+    other = model.start_cache(model.encode(src, mask), mask)
+    other.take_([0, 0, 1, 1, 1, 2])
+    for parents in ([1, 1, 4, 2, 2, 5], [0, 1, 3, 3, 4, 5], [1, 0, 4, 3, 2, 5]):
+        tokens = torch.randint(3, 80, (6,))
+        model.decode_step(tokens, cache)
+        model.decode_step(tokens, other)
+        cache.take_(parents)
+        moved = [i for i, p in enumerate(parents) if p != i]
+        other.reorder_(torch.tensor(moved), torch.tensor([parents[i] for i in moved]))
+        assert other.row_slots == cache.row_slots and torch.equal(other.lengths, cache.lengths)
+        t = cache.max_length
+        assert torch.equal(other.self_k[:, :, :, :t], cache.self_k[:, :, :, :t])
+        assert torch.equal(other.self_v[:, :, :, :t], cache.self_v[:, :, :, :t])

@@ -1,0 +1,290 @@
+"""Beam search on the device: transformers' step (2·B candidates, only the top B may finish, length penalty,
+early stopping, the "cannot improve" stop) over every beam group of a batch at once, each group's finished
+hypotheses in a fixed-size buffer, every row's token history, and the prefix a streamed request may hand out."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from model.search import Group, Hypothesis
+from model.transfer import fetch, upload
+
+GROW = 32  # positions added to the histories when they are full
+DEAD = -1.0e9  # candidates scored below DEAD / 2 never finish (a banned or masked token)
+WINDOW = 8  # stable tokens a group hands out per step at most: the rest follow at the next steps or with the result
+NEG_INF = float("-inf")
+
+
+@dataclass
+class Knobs:
+    """Per beam group (G,), uploaded with the step: beam size, new-token limit, steps taken, first row in the batch,
+    candidates it ranks, length penalty, early stopping and forced EOS."""
+
+    beam: Tensor
+    limit: Tensor
+    steps: Tensor
+    first: Tensor
+    keep: Tensor
+    penalty: Tensor  # float64
+    early: Tensor  # bool
+    forced: Tensor  # bool
+
+    @classmethod
+    def of(cls, rows: list[list[float]], device: torch.device) -> Knobs:
+        """From one host row per group: (beam, limit, steps, first, keep, penalty, early, forced); one upload."""
+        cols = upload(rows, torch.float64, device).T  # (8, G)
+        beam, limit, steps, first, keep = cols[:5].long()
+        return cls(beam, limit, steps, first, keep, cols[5], cols[6] > 0, cols[7] > 0)
+
+
+@dataclass
+class Moves:
+    """A beam step's outcome per group, on the device: done (G,), new rows n (G,), and per new row in row order
+    (G, B) its parent row within the group, token, cumulative score, rank; tokens that became stable (G,) and the
+    window of the best beam they start (G, WINDOW)."""
+
+    done: Tensor
+    n: Tensor
+    parent: Tensor
+    token: Tensor
+    cum: Tensor
+    rank: Tensor
+    stable: Tensor
+    window: Tensor
+
+    def packed(self) -> list[Tensor]:
+        """What the host reads, flat, for the step's one copy."""
+        return [self.done, self.n, self.parent, self.token, self.stable, self.window]
+
+
+@dataclass
+class HostMoves:
+    """A beam step's outcome on the host (`Moves` after the step's one copy), per beam group."""
+
+    done: list[bool]
+    n: list[int]
+    parent: list[list[int]]
+    token: list[list[int]]
+    stable_count: list[int]
+    window: list[list[int]]
+
+    @classmethod
+    def read(cls, flat: Tensor, groups: int, beam: int) -> HostMoves:
+        """From the copied `Moves.packed()` of `groups` groups of `beam` places."""
+        sizes = [groups, groups, groups * beam, groups * beam, groups, groups * WINDOW]
+        done, n, parent, token, stable, window = flat.long().split(sizes)
+        rows = lambda x: x.view(groups, -1).tolist()  # noqa: E731
+        flags = [bool(d) for d in done.tolist()]
+        return cls(flags, n.tolist(), rows(parent), rows(token), stable.tolist(), rows(window))
+
+    def take(self, group: Group, b: int, first: int) -> list[tuple[int, int, int, int]]:
+        """Group `group` (beam group b, first row `first`) takes its step: its new rows as (parent row, flat index
+        into the moves, token, position written), none once done."""
+        group.steps += 1
+        group.width = 0 if self.done[b] else self.n[b]
+        places = len(self.parent[b])
+        return [
+            (first + self.parent[b][j], b * places + j, self.token[b][j], group.steps - 1) for j in range(group.width)
+        ]
+
+    def stable(self, b: int) -> list[int]:
+        """The tokens beam group b hands out as stable."""
+        return self.window[b][: self.stable_count[b]]
+
+
+@dataclass
+class BeamState:
+    """The device state of a batch: every row's generated tokens (N, T), cumulative score (N,) and rank within its
+    group (N,); every beam group's finished hypotheses, best first: scores (G, B) float64 (-inf: none), lengths,
+    EOS flags (G, B), tokens (G, B, T); the stable tokens each group handed out (G,); and whether it is still
+    searching (G,): a done group's buffers no longer change (the overlap scheduler runs it one step more)."""
+
+    history: Tensor
+    cum: Tensor
+    rank: Tensor
+    score: Tensor
+    length: Tensor
+    eos: Tensor
+    tokens: Tensor
+    emitted: Tensor
+    alive: Tensor
+
+    @classmethod
+    def start(cls, widths: list[int], positions: int, device: torch.device) -> BeamState:
+        """Requests of `widths` rows (a beam group's first row scores 0, its others DEAD: transformers' start, so that
+        only the first row's candidates count at the first step) that generated nothing yet."""
+        beams = [w for w in widths if w > 1]
+        g, b = len(beams), max(beams, default=1)
+        cum = upload([DEAD * (j > 0) for w in widths for j in range(w)], torch.float32, device)
+        rank = upload([j for w in widths for j in range(w)], torch.long, device)
+        zeros = lambda *shape, dtype=torch.long: torch.zeros(shape, dtype=dtype, device=device)  # noqa: E731
+        score = torch.full((g, b), NEG_INF, dtype=torch.float64, device=device)
+        history, tokens = zeros(len(cum), positions), zeros(g, b, positions)
+        alive = torch.ones(g, dtype=torch.bool, device=device)
+        return cls(history, cum, rank, score, zeros(g, b), zeros(g, b, dtype=torch.bool), tokens, zeros(g), alive)
+
+    @property
+    def positions(self) -> int:
+        """Tokens each row can hold."""
+        return self.history.shape[1]
+
+    def fit(self, beam: int, positions: int) -> BeamState:
+        """This state padded to hold `beam` hypotheses per group and `positions` tokens per row (itself if it does)."""
+        b, t = max(beam, self.score.shape[1]) - self.score.shape[1], max(positions, self.positions) - self.positions
+        if not b and not t:
+            return self
+        pad = lambda x, last, value=0: F.pad(x, (0, last), value=value)  # noqa: E731
+        return BeamState(
+            pad(self.history, t), self.cum, self.rank, pad(self.score, b, NEG_INF), pad(self.length, b),
+            pad(self.eos, b), F.pad(self.tokens, (0, t, 0, b)), self.emitted, self.alive,
+        )  # fmt: skip
+
+    def concat(self, other: BeamState) -> BeamState:
+        """This state's rows and groups followed by `other`'s."""
+        beam, positions = max(self.score.shape[1], other.score.shape[1]), max(self.positions, other.positions)
+        a, b = self.fit(beam, positions), other.fit(beam, positions)
+        return BeamState(*(torch.cat([x, y]) for x, y in zip(a.fields(), b.fields(), strict=True)))
+
+    def fields(self) -> tuple[Tensor, ...]:
+        """Every tensor, in field order."""
+        rows = (self.history, self.cum, self.rank)
+        return (*rows, self.score, self.length, self.eos, self.tokens, self.emitted, self.alive)
+
+    def take(self, rows: Tensor | None, groups: Tensor) -> BeamState:
+        """Rows `rows` (all when None) and groups `groups` (old indices, in their new order)."""
+        pick = lambda x, at: x if at is None else x.index_select(0, at)  # noqa: E731
+        row_part = (pick(x, rows) for x in (self.history, self.cum, self.rank))
+        group_part = (pick(x, groups) for x in self.fields()[3:])
+        return BeamState(*row_part, *group_part)
+
+    def advance(self, parents: Tensor, moves: Moves | None, source: Tensor, tokens: Tensor, at: Tensor) -> BeamState:
+        """The rows after a step: row i continues row parents[i] with token tokens[i] at position at[i]; a beam row's
+        score and rank come from `moves` at flat index source[i] (G*B; -1 for the other rows: 0)."""
+        history = self.history.index_select(0, parents)
+        history[torch.arange(len(parents), device=history.device), at] = tokens
+        if moves is None:
+            cum, rank = self.cum.new_zeros(len(parents)), parents.new_zeros(len(parents))
+        else:
+            cum = F.pad(moves.cum.flatten(), (0, 1))[source]
+            rank = F.pad(moves.rank.flatten(), (0, 1))[source]
+        return BeamState(history, cum, rank, *self.fields()[3:])
+
+    def hypotheses(self, groups: list[int], counts: list[int]) -> list[list[Hypothesis]]:
+        """The best counts[i] finished hypotheses of each group groups[i], best first (one copy to the host)."""
+        at = upload(groups, torch.long, self.score.device)
+        host = fetch(torch.cat([self.score.index_select(0, at).flatten(), self._parts(at)]))
+        n, b, t = len(groups), self.score.shape[1], self.positions
+        scores, lengths, eos = host[: n * b].view(n, b), *host[n * b : 3 * n * b].long().view(2, n, b)
+        tokens = host[3 * n * b :].long().view(n, b, t)
+        reason = lambda i, j: "eos" if eos[i, j] else "length"  # noqa: E731
+        return [
+            [
+                Hypothesis(tokens[i, j, : lengths[i, j]].tolist(), scores[i, j].item(), reason(i, j))
+                for j in range(count)
+                if scores[i, j] > NEG_INF
+            ]
+            for i, count in enumerate(counts)
+        ]
+
+    def _parts(self, at: Tensor) -> Tensor:
+        """Lengths, EOS flags and tokens of groups `at`, flat (float64: one copy with the scores)."""
+        parts = (self.length.index_select(0, at), self.eos.index_select(0, at).long(), self.tokens.index_select(0, at))
+        return torch.cat([p.flatten() for p in parts]).double()
+
+
+def step(state: BeamState, candidates: tuple[Tensor, Tensor, Tensor], k: Knobs, eos_id: int) -> tuple[BeamState, Moves]:
+    """One beam-search step of every group from its best candidates (cumulative score, parent row within the group,
+    token), each (G, M) best first, as transformers' beam scorer takes it: the finished buffers updated, the moves."""
+    score, parent, token = candidates
+    b = state.score.shape[1]
+    if score.shape[1] < b:  # fewer candidates than beams (a tiny vocabulary): pad with ones that never count
+        pads = ((score, NEG_INF), (parent, 0), (token, 0))
+        score, parent, token = (F.pad(x, (0, b - x.shape[1]), value=v) for x, v in pads)
+    length = k.steps + 1  # (G,) the length of what this step ends or extends, EOS counted
+    m = torch.arange(score.shape[1], device=score.device)
+    valid = m < k.keep[:, None]  # (G, M)
+    ends = (token == eos_id) | (length >= k.limit)[:, None]
+    live = valid & ~ends
+    live_rank = live.cumsum(1) - 1
+    chosen = live & (live_rank < k.beam[:, None])
+    n = chosen.sum(1)  # (G,) beams that go on
+    pos = torch.where(chosen, live_rank, score.shape[1] + m).argsort(1)[:, :b]  # (G, B) chosen candidates, best first
+    c_score, c_parent, c_token = score.gather(1, pos), parent.gather(1, pos), token.gather(1, pos)
+    finishing = ends & valid & (m < k.beam[:, None]) & (score > DEAD / 2) & state.alive[:, None]
+    scale = length.double().pow(k.penalty)  # (G,) score / length ** length_penalty
+    state = _finish(state, torch.where(finishing, score.double() / scale[:, None], NEG_INF), parent, token, k, eos_id)
+    count = (state.score > NEG_INF).sum(1)
+    worst = state.score.gather(1, (k.beam - 1)[:, None])[:, 0]
+    hopeless = k.early | ~(c_score[:, 0].double() / scale > worst)  # transformers' "cannot improve"
+    done = (n == 0) | ((count == k.beam) & hopeless) | ~state.alive
+    inv = _slots(c_parent, n).argsort(1)  # (G, B) new row s holds chosen candidate inv[s]
+    parent, token = c_parent.gather(1, inv), c_token.gather(1, inv)
+    state, stable, window = _stable(state, parent, token, n, done, k)
+    return state, Moves(done, n, parent, token, c_score.gather(1, inv), inv, stable, window)
+
+
+def _finish(state: BeamState, normalised: Tensor, parent: Tensor, token: Tensor, k: Knobs, eos_id: int) -> BeamState:
+    """The finished buffers with this step's finished candidates (normalised scores (G, M), -inf where none) merged
+    in: each group keeps its best `beam`, ties in the order old ones first, then the candidates' ranks."""
+    g, b = state.score.shape
+    merged = torch.cat([state.score, normalised], 1)  # (G, B + M)
+    order = merged.argsort(dim=1, descending=True, stable=True)[:, :b]  # (G, B)
+    score = merged.gather(1, order).masked_fill(torch.arange(b, device=order.device) >= k.beam[:, None], NEG_INF)
+    old, new = order.clamp(max=b - 1), (order - b).clamp(min=0)
+    from_old = order < b
+    c_parent, c_token = parent.gather(1, new), token.gather(1, new)  # (G, B)
+    tokens = state.history.index_select(0, (k.first[:, None] + c_parent).flatten()).view(g, b, -1)
+    tokens.scatter_(2, k.steps[:, None, None].expand(g, b, 1), c_token[:, :, None])  # EOS too: its length drops it
+    is_eos = c_token == eos_id
+    length = torch.where(from_old, state.length.gather(1, old), k.steps[:, None] + (~is_eos).long())
+    at_limit = k.forced[:, None] & (k.steps + 1 >= k.limit)[:, None]  # EOS forced by the limit: reason "length"
+    eos = torch.where(from_old, state.eos.gather(1, old), is_eos & ~at_limit)
+    kept = state.tokens.gather(1, old[:, :, None].expand(-1, -1, state.positions))
+    tokens = torch.where(from_old[:, :, None], kept, tokens)
+    return BeamState(state.history, state.cum, state.rank, score, length, eos, tokens, state.emitted, state.alive)
+
+
+def _slots(parent: Tensor, n: Tensor) -> Tensor:
+    """Row within the group for each chosen beam (G, B), best first: its parent's row when that is free and still in
+    the group, so its cache needs no copy; the others take the free rows in order; unused places sort last."""
+    g, b = parent.shape
+    j = torch.arange(b, device=parent.device)
+    used = j < n[:, None]  # (G, B)
+    earlier = (parent[:, :, None] == parent[:, None, :]) & (j[None, :] < j[:, None]) & used[:, None, :]  # (G, B, B)
+    stays = used & (parent < n[:, None]) & ~earlier.any(2)
+    taken = torch.zeros(g, b + 1, dtype=torch.bool, device=parent.device)
+    taken.scatter_(1, torch.where(stays, parent, b), True)
+    free = torch.where(~taken[:, :b] & used, j, b + j).argsort(1)  # (G, B) free rows first, in order
+    nth = ((~stays & used).cumsum(1) - 1).clamp(min=0)
+    slot = torch.where(stays, parent, free.gather(1, nth))
+    return torch.where(used, slot, b + j)
+
+
+def _stable(
+    state: BeamState, parent: Tensor, token: Tensor, n: Tensor, done: Tensor, k: Knobs
+) -> tuple[BeamState, Tensor, Tensor]:
+    """How many tokens (G,), new since the last step, every live beam (parent, token (G, B), the first n) and every
+    finished hypothesis that can still come first (the best, ties included) share, at most WINDOW, and the window of
+    the first beam they start (G, WINDOW); none once a group is done. A finished score never changes and the buffer
+    drops only its worst, so no other finished hypothesis can come first again."""
+    g, b = parent.shape
+    at = state.emitted[:, None] + torch.arange(WINDOW + 1, device=parent.device)  # (G, W+1) past the emitted ones
+    cols = at.clamp(max=state.positions - 1)[:, None, :].expand(g, b, -1)  # (G, B, W+1)
+    live = state.history[(k.first[:, None] + parent)[:, :, None], cols]  # (G, B, W+1) the beams after the step
+    live = torch.where(at[:, None, :] == k.steps[:, None, None], token[:, :, None], live)
+    best = state.score.amax(1, keepdim=True)
+    contender = (state.score == best) & (best > NEG_INF)  # (G, B)
+    seqs = torch.cat([live, state.tokens.gather(2, cols)], 1)  # (G, 2B, W+1)
+    lengths = torch.cat([(k.steps + 1)[:, None].expand(g, b), state.length], 1)  # (G, 2B)
+    counts = torch.cat([torch.arange(b, device=live.device) < n[:, None], contender], 1)
+    differs = (seqs != live[:, :1]) | (at[:, None, :] >= lengths[:, :, None])
+    differs[:, :, -1] = True  # (G, 2B, W+1): the shared run ends within the window
+    shared = torch.where(counts, differs.byte().argmax(2), WINDOW).amin(1)  # (G,) shared past the emitted ones
+    stable = shared.clamp(max=WINDOW).masked_fill(done, 0)
+    emitted, alive = state.emitted + stable, state.alive & ~done
+    state = BeamState(*state.fields()[:7], emitted, alive)
+    return state, stable, live[:, 0, :WINDOW]
