@@ -31,8 +31,9 @@ def cpu_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> set[str]:
 def choose(setting: str, device: str, flags: set[str] | None = None) -> tuple[str, str]:
     """The precision for `setting` on `device` and why: `auto` is bf16 (fp16 without bf16) on CUDA; on CPU int8-ffn
     where the CPU has int8 dot products (VNNI/AMX), else float32. int8-ffn is the one lower precision within the bounds
-    `auto` keeps on the built-in model (Handbook test: 96.0% of greedy outputs identical to float32, chrF +0.02) and
-    faster than float32 there (1.04-1.33x); int8 (84%, 1.3-1.8x) and bf16 (88%, not faster) stay opt-in."""
+    `auto` keeps on the built-in model (Handbook test: 95.4% of greedy outputs identical to float32, chrF +0.01) and
+    faster than float32 on the AMD Zen 5 it was measured on (1.03-1.25x); int8 (83.5%, 1.3-1.7x) and bf16 (87.6%,
+    0.98-1.07x) stay opt-in (docs/benchmarks.md, "int8 that keeps float32's outputs")."""
     if setting not in PRECISIONS:
         raise ValueError(f"dtype {setting!r}: expected one of {', '.join(PRECISIONS)}")
     if setting != "auto":
@@ -61,7 +62,7 @@ def prepare(model: nn.Module, precision: str, device: str = "cpu") -> nn.Module:
 
 def inner_ffn(model: nn.Module) -> list[str]:
     """The feed-forward linears of the decoder's layers but its first and last (none with fewer than 3 layers): the
-    int8 linears that keep >= 95% of the built-in model's greedy outputs (all six decoder FFNs: 94.7%)."""
+    int8 linears that keep >= 95% of the built-in model's greedy outputs (all six decoder FFNs: 94.2%)."""
     layers = range(1, len(model.decoder) - 1)
     return [
         f"decoder.{i}.ffn.{name}"
