@@ -63,9 +63,10 @@ def parse_args(argv: list[str] | None = None) -> dict:
     p.add_argument("--device", help="auto, cpu, cuda, cuda:1 ...")
     p.add_argument(
         "--dtype",
-        choices=["auto", "float32", "float16", "bfloat16", "int8"],
-        help="auto: bfloat16 (else float16) on CUDA, float32 on CPU; int8 = dynamic quantization of the linear layers "
-        "(CPU only, faster where the CPU has VNNI/AMX int8 instructions; changes some greedy outputs)",
+        choices=["auto", "float32", "float16", "bfloat16", "int8", "int8-ffn"],
+        help="auto: bfloat16 (else float16) on CUDA, float32 on CPU; int8-ffn = dynamic int8 in the decoder's inner "
+        "feed-forward layers, int8 = in every linear layer "
+        "(CPU only; int8 is faster still but changes more greedy outputs)",
     )
     p.add_argument("--log-level")
     for name, doc in SWITCHES.items():

@@ -24,9 +24,10 @@ class Settings(BaseSettings):
     models: Annotated[list[str], NoDecode] = Field(default_factory=list, description="pair=DIR, DIR or a hub model id")
     workers: int = Field(1, ge=1, description="HTTP worker processes, all served by one engine core per model")
     device: str = "auto"
-    dtype: Literal["auto", "float32", "float16", "bfloat16", "int8"] = Field(
-        "auto", description="auto: bf16 (else fp16) on CUDA, float32 on CPU; int8 (dynamic quantization of the linear "
-        "layers) is CPU only and opt-in: faster with VNNI/AMX, but it changes some greedy outputs"
+    dtype: Literal["auto", "float32", "float16", "bfloat16", "int8", "int8-ffn"] = Field(
+        "auto", description="auto: bf16 (else fp16) on CUDA, float32 on CPU; int8-ffn "
+        "(dynamic int8 in the decoder's inner feed-forward layers) and int8 (every linear layer: faster still, changes "
+        "more greedy outputs) are CPU only, and an output can depend on its batch"
     )  # fmt: skip
     max_batch_size: int = Field(64, ge=1, description="requests decoded together")
     max_batch_rows: int | None = Field(

@@ -1,6 +1,6 @@
 """Quality of the built-in model in a lower precision against float32, on the held-out sets (greedy):
 
-    python -m training.precision --dtype int8 --dtype bfloat16     # needs work/test.{en,es} (training.handbook)
+    python -m training.precision --dtype int8-ffn --dtype int8   # needs work/test.{en,es} (training.handbook)
 
 chrF of each precision and the share of sentences whose output equals float32's, per set."""
 
@@ -43,7 +43,9 @@ def main() -> None:
     p.add_argument("--beam", type=int, default=1)
     args = p.parse_args()
     torch.set_grad_enabled(False)
-    print(json.dumps(compare(args.model, args.dtype or ["int8", "bfloat16"], args.limit, args.beam), indent=2))
+    print(
+        json.dumps(compare(args.model, args.dtype or ["int8-ffn", "int8", "bfloat16"], args.limit, args.beam), indent=2)
+    )
 
 
 if __name__ == "__main__":

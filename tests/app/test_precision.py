@@ -1,5 +1,5 @@
-"""int8 and bfloat16 serving of the built-in model: a real server per precision, its greedy translations of the
-everyday phrases against float32's (chrF within 0.5, at least 95% identical)."""
+"""int8-ffn, int8, bfloat16 and auto serving of the built-in model: a real server per precision, its greedy
+translations of the everyday phrases against float32's (chrF within 0.5, at least 95% identical)."""
 
 import httpx
 import pytest
@@ -11,6 +11,7 @@ from bench.harness.server import ServerProcess
 from model.checkpoint import load
 from model.generate import generate
 from model.params import DecodeParams
+from model.precision import choose
 from model.search import Request
 from training.common import EVERYDAY, read_tsv
 
@@ -26,7 +27,7 @@ def float32():
         return [ck.tokenizer.decode(h[0].tokens) for h in generate(ck.model, reqs)]
 
 
-@pytest.mark.parametrize("dtype", ["int8", "bfloat16"])
+@pytest.mark.parametrize("dtype", ["int8-ffn", "int8", "bfloat16", "auto"])
 def test_lower_precision_serves_within_the_quality_bounds(dtype, float32):
     proc = ServerProcess("--dtype", dtype, "--warmup-rounds", "1").wait()  # the built-in model
     try:
@@ -35,7 +36,7 @@ def test_lower_precision_serves_within_the_quality_bounds(dtype, float32):
         r = httpx.post(proc.url + "/translate", json=body, timeout=120)
     finally:
         proc.stop()
-    assert (m["dtype"], m["dtype_reason"], m["device"]) == (dtype, "as set", "cpu")
+    assert (m["dtype"], m["dtype_reason"], m["device"]) == (*choose(dtype, "cpu"), "cpu")
     assert r.status_code == 200, r.text
     got, refs = r.json()["translatedText"], [[es for _, es in PHRASES]]
     identical = sum(a == b for a, b in zip(got, float32, strict=True)) / len(got)
