@@ -178,6 +178,32 @@ def test_beam_and_history_rows_overlap_too(model):
     assert all(overlapped.in_flight[:-1]) and overlapped.joined_in_flight == 2
 
 
+@pytest.fixture(scope="module")
+def flat(tmp_path_factory) -> Seq2SeqTransformer:
+    """A tiny Marian with flat next-token distributions: its beams overtake each other and change rows."""
+    from bench.harness.fixtures import make_marian
+
+    return load(make_marian(tmp_path_factory.mktemp("flat") / "opus-mt-en-es", seed=3, embed_std=0.1)).model
+
+
+@pytest.mark.parametrize(("device", "graphs"), LANES)
+def test_beams_overlap_through_the_static_buffers(flat, device, graphs):
+    """The CUDA path's logic on every lane, the CPU's included: beam requests whose beams change rows (reordered in
+    the static buffers by device index), with greedy, sampled and penalised ones, decoded overlapped through a
+    StaticDecoder equal the plain model's sequential run, at a query width of 1 and of the widest beam."""
+    model = _on(flat, device)
+    beams = [DecodeParams(beam_size=b, num_hypotheses=b, max_new_tokens=12, length_penalty=lp)
+             for b, lp in ((2, 1.0), (3, 0.6), (4, 1.3))]  # fmt: skip
+    params = [*beams, *MIXED]
+    requests = [Request(i, _src(i), params[i % len(params)]) for i in range(12)]
+    want = generate(model, requests)
+    for width in (1, 4):
+        static = _static(model, graphs, max_rows=32, max_positions=20, max_source=16, max_width=width, max_slots=12)
+        for got, expected in zip(generate(static, requests, overlap=True), want, strict=True):
+            assert _tokens(got) == _tokens(expected)
+            assert [h.score for h in got] == pytest.approx([h.score for h in expected], abs=1e-4)
+
+
 MIXES = [
     *ONE_ROW,
     DecodeParams(beam_size=2, max_new_tokens=9),
