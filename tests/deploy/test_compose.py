@@ -168,11 +168,23 @@ def test_scale_to_three_replicas(stack):
     assert sum(served) == 18 and min(served) >= 2, served
 
 
-def reload_until_resolved(nginx: str, timeout: float = 20.0) -> None:
+def reload_until_resolved(nginx: str, timeout: float = 60.0) -> None:
     """Reload nginx's config; a fresh replica's name can reach the network's DNS a moment after it is healthy
-    ("host not found in upstream"), so retry until the reload succeeds or `timeout` passes."""
+    ("host not found in upstream"; once in a CI run it was still missing after 20 s), so retry until the reload
+    succeeds or `timeout` passes; a failure says what the network's DNS answered and which replicas carry the name."""
     deadline = time.monotonic() + timeout
     while (proc := podman("exec", nginx, "nginx", "-s", "reload", check=False)).returncode != 0:
         if time.monotonic() > deadline:
-            pytest.fail(f"nginx -s reload kept failing:\n{proc.stdout}\n{proc.stderr}")
+            pytest.fail(f"nginx -s reload kept failing:\n{proc.stdout}\n{proc.stderr}\n{dns_state(nginx)}")
         time.sleep(0.5)
+
+
+def dns_state(nginx: str) -> str:
+    """What nginx's container resolves for the service and which containers carry its alias (for a failure)."""
+    lookup = podman("exec", nginx, "nslookup", SERVICE, check=False)
+    aliases = [
+        (c["Names"][0], c["State"], inspect(c["Names"][0], "{{json .NetworkSettings.Networks}}"))
+        for c in labelled(PROJECT)
+        if c["Labels"].get("io.podman.compose.service") == SERVICE
+    ]
+    return f"nslookup {SERVICE}: {lookup.stdout}{lookup.stderr}\nreplicas: {aliases}"
