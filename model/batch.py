@@ -41,8 +41,8 @@ class DecodeBatch:
         cfg, device = model.cfg, model.device
         src, src_mask = pad_batch([r.src for r in requests], cfg.pad_id, device)
         capacity = min(max(r.params.max_new_tokens for r in requests), PRESIZE)  # no growth copies up to PRESIZE
-        cache = model.start_cache(model.encode(src, src_mask), src_mask, capacity)
         widths = [r.params.beam_size for r in requests]  # a beam request has its beam_size rows from the start
+        cache = model.start_cache(model.encode(src, src_mask), src_mask, capacity, sum(widths))  # no growth copy
         if len(widths) < sum(widths):
             cache.take_([i for i, w in enumerate(widths) for _ in range(w)])  # nothing decoded yet: nothing to copy
         start = cfg.decoder_start_id

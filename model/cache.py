@@ -61,11 +61,14 @@ class DecoderCache:
         self.groups = group(self.row_slots, self.slots, self.len_buf.device)
 
     @classmethod
-    def create(cls, cross_k: Tensor, cross_v: Tensor, src_mask: Tensor, capacity: int = GROW) -> DecoderCache:
-        """Empty self-attention buffers beside the given cross-attention K/V."""
+    def create(
+        cls, cross_k: Tensor, cross_v: Tensor, src_mask: Tensor, capacity: int = GROW, rows: int = 0
+    ) -> DecoderCache:
+        """Empty self-attention buffers beside the given cross-attention K/V, one live row per source, with room for
+        `rows` rows (beams to come) without growing."""
         n_layers, n, heads, s, dim = cross_k.shape
-        buf = cross_k.new_zeros(n_layers, n, heads, capacity, dim)
-        lengths = torch.zeros(n, dtype=torch.long, device=cross_k.device)
+        buf = cross_k.new_zeros(n_layers, max(n, rows), heads, capacity, dim)
+        lengths = torch.zeros(max(n, rows), dtype=torch.long, device=cross_k.device)
         rows = list(range(n))
         return cls(buf, buf.clone(), cross_k, cross_v, src_mask, lengths, n, src_mask.sum(1).tolist(), [0] * n, rows)
 

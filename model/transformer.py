@@ -162,10 +162,10 @@ class Seq2SeqTransformer(nn.Module):
         kv = [layer.cross_attn.project_kv(memory) for layer in self.decoder]
         return torch.stack([k for k, _ in kv]), torch.stack([v for _, v in kv])
 
-    def start_cache(self, memory: Tensor, src_mask: Tensor, capacity: int = 32) -> DecoderCache:
-        """A decoder cache for these encoded rows, nothing decoded yet."""
+    def start_cache(self, memory: Tensor, src_mask: Tensor, capacity: int = 32, rows: int = 0) -> DecoderCache:
+        """A decoder cache for these encoded rows, nothing decoded yet, with room for `rows` rows."""
         cross_k, cross_v = self.cross_kv(memory)
-        return DecoderCache.create(cross_k, cross_v, src_mask, capacity)
+        return DecoderCache.create(cross_k, cross_v, src_mask, capacity, rows)
 
     def decode_step(self, tokens: Tensor, cache: DecoderCache) -> Tensor:
         """Feed one token per row (N,) at each row's own position; return logits (N, V); advances the cache."""
