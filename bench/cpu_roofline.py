@@ -173,17 +173,18 @@ def profile_steps(model, sources: list[list[int]], beam: int, new: int, steps: i
     `new`-token decode (prefill and the first steps unprofiled): {kind: share}."""
     from torch.profiler import ProfilerActivity, profile
 
-    from model.batch import DecodeBatch
+    from model.loop import DecodeLoop
     from model.params import DecodeParams
     from model.search import Request
 
     params = DecodeParams(beam_size=beam, max_new_tokens=new, min_new_tokens=new, return_scores=False)
-    batch = DecodeBatch.prefill(model, [Request(i, s, params) for i, s in enumerate(sources)])
+    loop = DecodeLoop(model)
+    loop.join(loop.prefill([Request(i, s, params) for i, s in enumerate(sources)]))
     for _ in range(max(0, (new - steps) // 2)):
-        batch, _, _ = batch.round(model, None, False)
+        loop.step()
     with profile(activities=[ProfilerActivity.CPU]) as prof:
         for _ in range(min(steps, new)):
-            batch, _, _ = batch.round(model, None, False)
+            loop.step()
     seconds = split(prof.key_averages())
     total = sum(seconds.values()) or 1.0
     return {k: v / total for k, v in seconds.items()}

@@ -141,7 +141,7 @@ def offline(model, sources: list[list[int]], params: list, rows: int, device: st
     """The server's batch code in this process, in batches of `rows` requests (request i gets params[i % len]):
     tokens/s, and decode step time as the server's engine measures it (encode excluded; with `overlap`, a round:
     launch one step, read the previous back)."""
-    from model.batch import DecodeBatch
+    from model.loop import DecodeLoop
     from model.search import Request
 
     tokens, wall, decode, steps = 0, 0.0, 0.0, 0
@@ -149,13 +149,12 @@ def offline(model, sources: list[list[int]], params: list, rows: int, device: st
         sync(device)
         t0 = time.perf_counter()
         part = enumerate(sources[start : start + rows], start)
-        batch = DecodeBatch.prefill(model, [Request(i, s, params[i % len(params)]) for i, s in part])
+        loop = DecodeLoop(model, overlap)
+        loop.join(loop.prefill([Request(i, s, params[i % len(params)]) for i, s in part]))
         sync(device)
         t1 = time.perf_counter()
-        pending = None
-        while len(batch):
-            batch, outputs, pending = batch.round(model, pending, overlap)
-            tokens += sum(len(o.hypotheses[0].tokens) for o in outputs if o.finished)
+        while loop:
+            tokens += sum(len(o.hypotheses[0].tokens) for o in loop.step() if o.finished)
             steps += 1
         sync(device)
         wall, decode = wall + time.perf_counter() - t0, decode + time.perf_counter() - t1

@@ -131,15 +131,6 @@ class DecodeBatch:
         state = state.advance(parents, moves, source, tokens, at).take(None, self._beam_index(groups))
         return DecodeBatch(groups, self.cache, tokens, state), outputs
 
-    def round(
-        self, model: Seq2SeqTransformer, pending: Pending | None, overlap: bool
-    ) -> tuple[DecodeBatch, list[StepOutput], Pending | None]:
-        """One round of a decode loop: `step_ahead` with overlap, else one `step` (nothing is left in flight)."""
-        if overlap:
-            return self.step_ahead(model, pending)
-        batch, outputs = self.step(model)
-        return batch, outputs, None
-
     # --- the overlap scheduler: step t+1 is launched before step t's choices are read back ----------------------
     def step_ahead(
         self, model: Seq2SeqTransformer, pending: Pending | None

@@ -1,7 +1,7 @@
 """The engine core: continuous batching over one model, driven by messages. It plans, executes (every batch change
 guarded) and collects one Update per front per round; it knows token ids only, never text, sockets or HTTP. With
-`overlap`, each round launches the next decode step before reading the previous one back (`DecodeBatch.step_ahead`),
-so the host's bookkeeping and messages run while the device decodes."""
+`overlap`, each round launches the next decode step before reading the previous one back (the `DecodeLoop` keeps it
+in flight), so the host's bookkeeping and messages run while the device decodes."""
 
 from __future__ import annotations
 
@@ -16,7 +16,8 @@ from app.engine.messages import Hyp, Result, Submit, Update
 from app.engine.request import EngineRequest, Status
 from app.engine.scheduler import Limits, Scheduler
 from app.metrics import Metrics, Tally
-from model.batch import DecodeBatch, Pending
+from model.batch import DecodeBatch
+from model.loop import DecodeLoop
 from model.search import Hypothesis, Request, StepOutput
 from model.transformer import Seq2SeqTransformer
 
@@ -46,9 +47,7 @@ class EngineCore:
         self.max_queue, self.max_wait = max_queue, max_wait_ms / 1000
         self.requests: dict[tuple[bytes, int], EngineRequest] = {}  # waiting and running, by key
         self.running: dict[tuple[bytes, int], EngineRequest] = {}
-        self.batch: DecodeBatch | None = None
-        self.overlap = overlap
-        self.pending: Pending | None = None  # the decode step in flight (overlap), read back next round
+        self.loop = DecodeLoop(model, overlap)  # the running batch and the decode step in flight
         self.reserved = 0  # cache tokens reserved by running requests
         self.outbox: dict[bytes, Update] = {}
         self.last_step = 0.0  # when the previous decode step's tokens came out
@@ -97,16 +96,16 @@ class EngineCore:
     @torch.inference_mode()
     def run_round(self) -> None:
         """Plan admissions, then execute: aborted rows leave, admitted ones are encoded and join, one decode step."""
-        plan = self.scheduler.plan(len(self.running), self.batch.rows if self.batch else 0, self.reserved)
+        plan = self.scheduler.plan(len(self.running), self.loop.rows, self.reserved)
         for req in plan.drop:
             self._finish(req, None, time.monotonic())
         self._drop_aborted()
         if plan.admit:
             self._admit(plan.admit)
-        if self.batch is not None and len(self.batch):
+        if self.loop:
             self._step()
-        if self.batch is None or not len(self.batch):
-            self._clear()
+        if not self.loop:
+            self.loop.clear()
 
     def flush(self) -> dict[bytes, Update]:
         """This round's messages, one per front that has news. The metrics follow when the load changes or a result
@@ -129,7 +128,7 @@ class EngineCore:
         m = self.metrics
         m.waiting.set(waiting)
         m.running.set(running)
-        m.cache_tokens.set(self.batch.cache_tokens() if self.batch is not None else 0)  # python arithmetic, no sync
+        m.cache_tokens.set(self.loop.cache_tokens())  # python arithmetic, no sync
         self.published, self.shown = now, (waiting, running)
 
     def fail_all(self, message: str) -> None:
@@ -137,18 +136,21 @@ class EngineCore:
         for req in list(self.requests.values()):
             self._fail(req, message, "not_ready")
         self.scheduler.waiting.clear()
-        self._clear()
+        self.loop.clear()
 
     # --- execute, guarded ------------------------------------------------------------------------
-    def _guarded(self, what: str, batch: DecodeBatch, op: Callable[[], T]) -> T | None:
-        """op(), or None after failing every request of `batch` (it touched them all) when op raises."""
+    def _guarded(self, what: str, op: Callable[[], T]) -> T | None:
+        """op(), a change of the running batch; when it raises, None after failing every request of the batch (it
+        touched them all) and clearing it."""
+        ids = self.loop.ids
         try:
             return op()
         except Exception as exc:
             log.exception("%s failed", what)
-            for key in batch.ids:
+            for key in ids:
                 if (req := self.running.get(key)) is not None:
                     self._fail(req, f"{what} failed: {exc}")
+            self.loop.clear()
             return None
 
     def _drop_aborted(self) -> None:
@@ -159,8 +161,7 @@ class EngineCore:
         now = time.monotonic()
         for req in gone:
             self._finish(req, None, now)
-        batch = self.batch
-        self.batch = self._guarded("filter", batch, lambda: batch.filter(list(self.running)))
+        self._guarded("filter", lambda: self.loop.keep(list(self.running)))
 
     def _admit(self, admit: list[EngineRequest]) -> None:
         """Admitted requests run: encode them, then join the batch."""
@@ -179,7 +180,7 @@ class EngineCore:
         """Encode admitted requests together; if that fails, one by one so that only the culprit fails."""
         t0 = time.perf_counter()
         try:
-            new = DecodeBatch.prefill(self.model, [Request(r.key, r.src, r.params) for r in admit])
+            new = self.loop.prefill([Request(r.key, r.src, r.params) for r in admit])
         except Exception as exc:
             if len(admit) > 1:
                 return [b for req in admit for b in self._prefill([req])]
@@ -190,36 +191,27 @@ class EngineCore:
 
     def _join(self, new: DecodeBatch) -> None:
         """New rows join the batch. If that fails they fail, and the batch goes on without them when it can."""
-        old = self.batch
-        if old is None or not len(old):
-            self.batch = new
-            return
+        old = self.loop.ids
         try:
-            self.batch = old.concat(new)
+            self.loop.join(new)
         except Exception as exc:
             log.exception("joining the batch failed")
-            for key in new.ids:
-                self._fail(self.running[key], f"joining the batch failed: {exc}")
-            self.batch = self._guarded("filter", old, lambda: old.filter(old.ids))  # undo a partial join
+            for key in new.ids + (old if not self.loop else []):  # the loop is cleared when restoring failed too
+                if (req := self.running.get(key)) is not None:
+                    self._fail(req, f"joining the batch failed: {exc}")
 
     def _step(self) -> None:
         """One decode step for the whole batch, then tokens and results for every request in it (with overlap: the
         next step is launched, then the one in flight is read back and its tokens and results go out)."""
-        batch, rows, t0 = self.batch, self.batch.rows, time.perf_counter()
-        done = self._guarded("decoding", batch, lambda: batch.round(self.model, self.pending, self.overlap))
-        if done is None:
-            self._clear()
+        rows, t0 = self.loop.rows, time.perf_counter()
+        outputs = self._guarded("decoding", self.loop.step)
+        if outputs is None:
             return
-        self.batch, outputs, self.pending = done
         now, seconds = time.monotonic(), time.perf_counter() - t0
         self.decode_time.observe(seconds)
         self.scheduler.stepped(seconds)
         self.batch_size.observe(rows)
         self._collect(outputs, now)
-
-    def _clear(self) -> None:
-        """No batch any more: a step still in flight ran only rows that have left (nothing of it is read)."""
-        self.batch, self.pending = None, None
 
     def _collect(self, outputs: list[StepOutput], now: float) -> None:
         """Tokens for streaming requests (a beam request's stable ones, perhaps several), results for finished ones;

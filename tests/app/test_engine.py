@@ -154,7 +154,7 @@ def test_failed_join_fails_only_the_newcomers(monkeypatch, checkpoint):
     fail_once(monkeypatch, "concat", after_original_work=True)
     (joining,) = submit(core, checkpoint, [TEXTS[0]], first=2, **forced)
     core.run_round()
-    assert core.batch.cache.rows == core.batch.rows == 1  # the half-joined row left the cache too
+    assert core.loop.batch.cache.rows == core.loop.batch.rows == 1  # the half-joined row left the cache too
     got = results(first + [core.flush().get(b"front", Update())] + rounds(core))
     assert got[joining].error_type == "generation" and "joining the batch failed" in got[joining].error
     assert "out of memory" in got[joining].error
@@ -175,7 +175,7 @@ def test_failed_filter_fails_the_batch_and_the_core_goes_on(monkeypatch, checkpo
     got = results(rounds(core))
     assert ids[0] not in got  # aborted: nothing to send
     assert all(got[i].error_type == "generation" and "filter failed" in got[i].error for i in ids[1:])
-    assert core.load == (0, 0) and core.reserved == 0 and core.batch is None
+    assert core.load == (0, 0) and core.reserved == 0 and core.loop.batch is None
     (later,) = submit(core, checkpoint, [TEXTS[3]], first=10, max_new_tokens=30)
     assert (
         results(rounds(core))[later].hypotheses[0].tokens == oracle(checkpoint, TEXTS[3], max_new_tokens=30)[0].tokens

@@ -37,7 +37,7 @@ def play(core: EngineCore, script: dict[int, Callable[[EngineCore], object]]) ->
         if core.wait_s() == 0:
             core.run_round()
         updates.append(core.flush().get(FRONT, Update()))
-        in_flight.append(core.pending is not None)
+        in_flight.append(core.loop.pending is not None)
         k += 1
     return updates, in_flight
 
@@ -83,7 +83,7 @@ def test_overlapped_core_equals_the_sequential_core(checkpoint):
     for overlap in (False, True):
         core = make_core(checkpoint.model, overlap=overlap)
         runs[overlap] = play(core, _script(checkpoint, aborted=11))
-        assert core.load == (0, 0) and core.reserved == 0 and core.pending is None
+        assert core.load == (0, 0) and core.reserved == 0 and core.loop.pending is None
     (seq, seq_flight), (ahead, flight) = runs[False], runs[True]
     results = [{r.id: r for u in updates for r in u.results} for updates in (seq, ahead)]
     assert set(results[0]) == set(results[1]) and 11 not in results[1] and len(results[1]) == 23
@@ -113,7 +113,7 @@ def test_a_failed_step_with_one_in_flight_fails_its_batch_only(faulty, checkpoin
     assert flight[:3] == [True] * 3
     got = {r.id: r for u in first for r in u.results}
     assert all("decoding failed: device fell over" in got[i].error for i in ids)
-    assert core.pending is None and core.batch is None and core.reserved == 0
+    assert core.loop.pending is None and core.loop.batch is None and core.reserved == 0
     again = submit(core, checkpoint, TEXTS[2:], first=10, stream=True, max_new_tokens=30)
     updates, _ = play(core, {0: lambda core: None})
     reference = make_core(checkpoint.model)
@@ -125,7 +125,7 @@ def test_a_failed_step_with_one_in_flight_fails_its_batch_only(faulty, checkpoin
 def test_overlap_is_a_setting_off_by_default_on_cpu(checkpoint):
     """On CPU nothing runs asynchronously, so the core steps sequentially unless told; the flag and the setting reach
     the core."""
-    assert engine_core("en-es", checkpoint.model, Settings()).overlap is False
-    assert engine_core("en-es", checkpoint.model, Settings(overlap=True)).overlap is True
+    assert engine_core("en-es", checkpoint.model, Settings()).loop.overlap is False
+    assert engine_core("en-es", checkpoint.model, Settings(overlap=True)).loop.overlap is True
     assert parse_args(["--overlap"])["overlap"] is True and parse_args(["--no-overlap"])["overlap"] is False
     assert "overlap" not in parse_args([])

@@ -1,4 +1,4 @@
-"""The overlap scheduler (`DecodeBatch.step_ahead`: step t+1 launched before step t is read back) gives what the
+"""The overlap scheduler (the decode loop keeps step t+1 in flight while step t is read back) gives what the
 sequential step gives: same tokens, finish reasons, scores and per-request token streams, nothing after a request
 finished or left, joins and aborts while a step is in flight; exactly one wasted row-step per row that ends with EOS
 (none at length limits); beam search and history-dependent processors overlap alike: random mixes of greedy, sampled
@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 import pytest
 import torch
 
-from model.batch import DecodeBatch
 from model.checkpoint import load
 from model.generate import generate
+from model.loop import DecodeLoop
 from model.params import DecodeParams
 from model.search import Request
 from model.transfer import start_fetch
@@ -95,33 +95,29 @@ class Run:
 
 def drive(runner, schedule: dict[int, list[tuple[str, list]]], overlap: bool) -> Run:
     """Decode as a server does: at round k the requests of ("join", requests) join and the ids of ("abort", ids)
-    leave, then one step (overlap: `step_ahead`, keeping one in flight). Nothing may come for a request after its
+    leave, then one step of the decode loop (overlap: keeping one in flight). Nothing may come for a request after its
     result or its abort."""
-    run, batch, pending, k = Run(), None, None, 0
+    run, loop, k = Run(), DecodeLoop(runner, overlap), 0
     with torch.inference_mode():
-        while k <= max(schedule) or batch is not None:
+        while k <= max(schedule) or loop:
             for kind, arg in schedule.get(k, []):
                 if kind == "join":
-                    run.joined_in_flight += pending is not None
-                    new = DecodeBatch.prefill(runner, arg)
-                    batch = new if batch is None else batch.concat(new)
+                    run.joined_in_flight += loop.pending is not None
+                    loop.join(loop.prefill(arg))
                 else:
                     run.aborted |= set(arg)
-                    batch = batch.filter([i for i in batch.ids if i not in arg])
-            if batch is not None and len(batch):
-                if overlap:
-                    batch, outputs, pending = batch.step_ahead(runner, pending)
-                else:
-                    batch, outputs = batch.step(runner)
-                assert batch.cache_tokens() == (batch.cache.tokens() if len(batch) else 0)
+                    loop.keep([i for i in loop.ids if i not in arg])
+            if loop:
+                outputs = loop.step()
+                assert loop.cache_tokens() == (loop.batch.cache.tokens() if loop else 0)
                 for o in outputs:
                     assert o.id not in run.results and o.id not in run.aborted, o.id
                     run.streams[o.id] += [o.token] if o.token is not None else o.stable
                     if o.finished:
                         run.results[o.id] = o.hypotheses
-                run.in_flight.append(pending is not None)
-            if batch is not None and not len(batch):
-                batch, pending = None, None
+                run.in_flight.append(loop.pending is not None)
+            if not loop:
+                loop.clear()
             k += 1
     return run
 
