@@ -80,9 +80,14 @@ class StaticDecoder:
         self.graphs: dict[tuple[int, int, int], torch.cuda.CUDAGraph] = {}
         self.owner: weakref.ref[DecoderCache] | None = None
 
-    def __getattr__(self, name: str):
-        """Everything else (cfg, device, start_cache, ...) is the model's."""
-        return getattr(self.model, name)
+    @property
+    def device(self) -> torch.device:
+        """The model's device."""
+        return self.model.device
+
+    def start_cache(self, memory: Tensor, src_mask: Tensor, capacity: int = 32, rows: int = 0) -> DecoderCache:
+        """A new batch's cache, as the model makes it (it moves into the static buffers at its first step)."""
+        return self.model.start_cache(memory, src_mask, capacity, rows)
 
     def encode(self, src: Tensor, src_mask: Tensor) -> Tensor:
         """The model's encoder, on attention kernels with stable plans."""

@@ -17,9 +17,8 @@ from app.engine.request import EngineRequest, Status
 from app.engine.scheduler import Limits, Scheduler
 from app.metrics import Metrics, Tally
 from model.batch import DecodeBatch
-from model.loop import DecodeLoop
+from model.loop import DecodeLoop, Runner
 from model.search import Hypothesis, Request, StepOutput
-from model.transformer import Seq2SeqTransformer
 
 log = logging.getLogger("mt.engine")
 T = TypeVar("T")
@@ -35,7 +34,7 @@ class EngineCore:
     def __init__(
         self,
         name: str,
-        model: Seq2SeqTransformer,
+        model: Runner,
         limits: Limits,
         metrics: Metrics,
         max_queue: int,

@@ -22,6 +22,7 @@ from app.metrics import Metrics
 from app.settings import Settings
 from model.checkpoint import Checkpoint, load
 from model.generate import generate
+from model.loop import Runner
 from model.params import DecodeParams
 from model.precision import choose
 from model.search import Request
@@ -49,7 +50,7 @@ def pick_device(setting: str) -> str:
     return setting
 
 
-def decoder(model: Seq2SeqTransformer, s: Settings, rows: int) -> Seq2SeqTransformer | StaticDecoder:
+def decoder(model: Seq2SeqTransformer, s: Settings, rows: int) -> Runner:
     """The model as its engine runs it: on CUDA behind static shapes (`rows` rows, max_batch_size source slots), the
     decode step captured as CUDA graphs (unless cuda_graphs is off: then the same step runs eagerly); elsewhere the
     model itself."""
@@ -65,7 +66,7 @@ def decoder(model: Seq2SeqTransformer, s: Settings, rows: int) -> Seq2SeqTransfo
     return static
 
 
-def warm_up(checkpoint: Checkpoint, runner: Seq2SeqTransformer | StaticDecoder, rounds: int) -> None:
+def warm_up(checkpoint: Checkpoint, runner: Runner, rounds: int) -> None:
     """Run a few translations so that first requests do not pay for lazy initialisation."""
     ids = checkpoint.tokenizer.encode("Hello, world. This is a warm-up sentence.")
     for i in range(rounds):
@@ -73,25 +74,23 @@ def warm_up(checkpoint: Checkpoint, runner: Seq2SeqTransformer | StaticDecoder, 
         generate(runner, reqs)
 
 
-def budget(runner: Seq2SeqTransformer | StaticDecoder, s: Settings) -> Budget:
+def budget(model: Seq2SeqTransformer, s: Settings) -> Budget:
     """The core's row and cache-token budgets for this model on its device (logged); on CUDA call it before the
     static buffers exist, as it sizes them from the memory free after the weights."""
-    cuda = runner.device.type == "cuda"
+    cuda = model.device.type == "cuda"
     if cuda:
-        free, total = torch.cuda.mem_get_info(runner.device)
+        free, total = torch.cuda.mem_get_info(model.device)
         memory = cuda_cache_memory(free, total, s.gpu_memory_utilization)
     else:
         memory = available_memory()
-    b = batch_budget(s, runner.cfg, cuda, runner.tgt_embed.weight.element_size(), memory)
+    b = batch_budget(s, model.cfg, cuda, model.tgt_embed.weight.element_size(), memory)
     log.info("batch budget: %d requests, %d rows, %d cache tokens (%s)", s.max_batch_size, b.rows, b.tokens, b.reason)
     return b
 
 
-def make_core(
-    name: str, runner: Seq2SeqTransformer | StaticDecoder, s: Settings, b: Budget | None = None
-) -> EngineCore:
+def make_core(name: str, runner: Runner, s: Settings, b: Budget | None = None) -> EngineCore:
     """An engine core over a loaded model (or its static decoder) with the settings' limits and its budget (sized
-    here when not given)."""
+    here, from the model, when not given)."""
     cuda, b = runner.device.type == "cuda", b or budget(runner, s)
     overhead = s.join_overhead or (0.1 if cuda else 1.0)
     limits = Limits(s.max_batch_size, b.rows, b.tokens, s.max_prefill_tokens, overhead, s.max_join_wait_ms / 1000)
