@@ -4,6 +4,7 @@ import torch
 
 from bench.harness.fixtures import tiny_config
 from model.transformer import Seq2SeqTransformer
+from tests.model.cache_oracle import nbytes, select, tokens
 
 
 def _model(**kw) -> Seq2SeqTransformer:
@@ -40,7 +41,8 @@ def test_rows_at_different_positions_share_a_batch():
     for i in range(3):
         model.decode_step(tgt[:1, i], first)
     second = model.start_cache(model.encode(src[1:, :3], mask[1:, :3]), mask[1:, :3])
-    joined = first.concat(second)
+    joined = select(first, range(first.rows))
+    joined.append_(second)
     assert joined.lengths.tolist() == [3, 0]
     out = model.decode_step(torch.stack([tgt[0, 3], tgt[1, 0]]), joined)
     alone = model(src[1:, :3], mask[1:, :3], tgt[1:, :1])
@@ -56,16 +58,16 @@ def test_cache_select_filters_reorders_and_reports_size():
     mask[2, 2:] = False
     cache = model.start_cache(model.encode(src, mask), mask)
     model.decode_step(torch.zeros(3, dtype=torch.long), cache)
-    assert cache.tokens() == 3 * 1 + 4 + 4 + 2
+    assert tokens(cache) == 3 * 1 + 4 + 4 + 2
     per_token = 2 * model.cfg.decoder_layers * model.cfg.d_model * 4  # K and V, fp32
-    assert cache.nbytes() == 3 * (cache.capacity + 4) * per_token
-    picked = cache.select([2, 2, 0])
+    assert nbytes(cache) == 3 * (cache.capacity + 4) * per_token
+    picked = select(cache, [2, 2, 0])
     assert picked.row_slots == [0, 0, 1] and picked.src_lens == [2, 4]  # rows 0 and 1 share one copy of the source
     assert torch.equal(picked.self_k[:, 0], cache.self_k[:, 2, :, : picked.capacity])
     assert torch.equal(picked.cross_k[:, 0, :, :2], cache.cross_k[:, 2, :, :2])
     assert torch.equal(picked.cross_k[:, 1], cache.cross_k[:, 0])
-    assert picked.tokens() == 3 * 1 + 2 + 4  # each source counted once
-    kept = cache.filter([2])
+    assert tokens(picked) == 3 * 1 + 2 + 4  # each source counted once
+    kept = select(cache, [2])
     assert kept.src_mask.shape == (1, 2)  # the source buffer shrinks to the longest remaining row
 
 
@@ -86,7 +88,7 @@ def test_in_place_take_equals_the_copying_select():
     # rows 0-4 after the first take_ have lengths 1, 5, 5, 5, 5; the second makes 3 slots of 2 rows (blocks), the
     # third mixes widths 1 and 2 (gathered), the fourth reorders within slots only
     for parents in ([7, 2, 2, 0, 5], [3, 3, 4, 4, 0, 0], [4, 2, 5, 3], [1, 0, 3, 2]):
-        expected = cache.select(parents)
+        expected = select(cache, parents)
         old = [cache.row_slots[p] for p in parents]
         sources = [(cache.cross_k[:, slot].clone(), cache.src_lens[slot]) for slot in old]  # before they move
         cache.take_(parents)
