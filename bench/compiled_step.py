@@ -30,7 +30,7 @@ from bench import engines, marian
 from bench.report import log
 from model.layers import additive_mask
 from model.precision import prepare
-from model.static import StaticDecoder
+from model.runner.static import StaticDecoder
 
 VARIANTS = {  # name -> (weights: float32 / onednn / int8 / pt2e, step: None eager, "static", or inductor config)
     "eager-fp32": ("float32", None),  # the served step: packed linears, dynamic shapes
@@ -179,8 +179,8 @@ class CompiledDecoder(StaticDecoder):
 def mid_state(model: nn.Module, sources: list[list[int]], steps: int):
     """A greedy batch of `sources` after `steps` eager padded steps, in StaticDecoder's buffers: (decoder, cache, key
     (rows, positions, source), step inputs)."""
-    from model.batch import DecodeBatch
     from model.params import DecodeParams
+    from model.runner.batch import DecodeBatch
     from model.search import Request
 
     params = DecodeParams(beam_size=1, max_new_tokens=SPAN, min_new_tokens=SPAN, return_scores=False)

@@ -173,8 +173,8 @@ def profile_steps(model, sources: list[list[int]], beam: int, new: int, steps: i
     `new`-token decode (prefill and the first steps unprofiled): {kind: share}."""
     from torch.profiler import ProfilerActivity, profile
 
-    from model.loop import DecodeLoop
     from model.params import DecodeParams
+    from model.runner.loop import DecodeLoop
     from model.search import Request
 
     params = DecodeParams(beam_size=beam, max_new_tokens=new, min_new_tokens=new, return_scores=False)

@@ -25,7 +25,7 @@ case $stage in
 1)
   python3 -m bench.opus_shape /tmp/opus-mt-en-de --beam-default > /dev/null 2>&1 &
   lanes=$( (grep -rlE "cuda" tests/model tests/app --include='test_*.py'; ls tests/model/test_*parity*.py \
-    tests/model/test_decoding.py tests/app/test_overlap.py) | sort -u)  # CUDA lanes, parity with transformers
+    tests/model/runner/test_decoding.py tests/app/test_overlap.py) | sort -u)  # CUDA lanes, parity with transformers
   timeout 220 python3 -m pytest -q -p no:cacheprovider $lanes 2>&1 | tee "$out/tests.log" | tail -15
   wait
   flags="--device cuda --model /tmp/opus-mt-en-de --clients 64,256 --client-procs 8 --workers 4 --threads 4"

@@ -77,7 +77,7 @@ def build(path: Path, args: argparse.Namespace, device: torch.device) -> Built:
     from transformers.utils import logging as hf_logging
 
     from model.checkpoint import load
-    from model.static import StaticDecoder
+    from model.runner.static import StaticDecoder
 
     hf_logging.set_verbosity_error()
     out, cuda = Built({}, {}, {}), device.type == "cuda"

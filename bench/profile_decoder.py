@@ -26,15 +26,15 @@ from bench.marian import CPU, sources, write
 STAGES = [  # (label, module, owner attribute path, function name)
     ("decode_step (model forward)", "model.transformer", "Seq2SeqTransformer", "decode_step"),
     ("  decoder layers", "model.transformer", "DecoderLayer", "step"),
-    ("    cache.write (K/V index_put)", "model.cache", "DecoderCache", "write"),
-    ("    cache.self_mask", "model.cache", "DecoderCache", "self_mask"),
+    ("    cache.write (K/V index_put)", "model.runner.cache", "DecoderCache", "write"),
+    ("    cache.self_mask", "model.runner.cache", "DecoderCache", "self_mask"),
     ("  _logits (out_proj + bias)", "model.transformer", "Seq2SeqTransformer", "_logits"),
-    ("  cache.ensure_capacity", "model.cache", "DecoderCache", "ensure_capacity"),
-    ("batch.step total", "model.batch", "DecodeBatch", "step"),
+    ("  cache.ensure_capacity", "model.runner.cache", "DecoderCache", "ensure_capacity"),
+    ("batch.step total", "model.runner.batch", "DecodeBatch", "step"),
     ("  Group.advance (search)", "model.search", "Group", "advance"),
-    ("  DecodeBatch._rearrange (cache moves)", "model.batch", "DecodeBatch", "_rearrange"),
-    ("    DecoderCache.take_", "model.cache", "DecoderCache", "take_"),
-    ("prefill (encode + cross K/V)", "model.batch", "DecodeBatch", "prefill"),
+    ("  DecodeBatch._rearrange (cache moves)", "model.runner.batch", "DecodeBatch", "_rearrange"),
+    ("    DecoderCache.take_", "model.runner.cache", "DecoderCache", "take_"),
+    ("prefill (encode + cross K/V)", "model.runner.batch", "DecodeBatch", "prefill"),
 ]
 
 

@@ -141,7 +141,7 @@ def offline(model, sources: list[list[int]], params: list, rows: int, device: st
     """The server's batch code in this process, in batches of `rows` requests (request i gets params[i % len]):
     tokens/s, and decode step time as the server's engine measures it (encode excluded; with `overlap`, a round:
     launch one step, read the previous back)."""
-    from model.loop import DecodeLoop
+    from model.runner.loop import DecodeLoop
     from model.search import Request
 
     tokens, wall, decode, steps = 0, 0.0, 0.0, 0

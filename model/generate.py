@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from model.loop import DecodeLoop, Runner
+from model.runner.loop import DecodeLoop, Runner
 from model.search import Hypothesis, Request
 
 

@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from model.slots import Groups
+from model.runner.slots import Groups
 
 ACT = {"relu": nn.ReLU, "gelu": nn.GELU, "swish": nn.SiLU}
 

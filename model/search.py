@@ -54,7 +54,7 @@ class StepOutput:
 @dataclass
 class Group:
     """A request's rows in the decode batch and what it has produced so far: a one-row request's tokens and score
-    on the host; a beam group's state lives on the device (model.beams), only its width and step count here."""
+    on the host; a beam group's state lives on the device (model.runner.beams), only its width and step count here."""
 
     request: Request
     eos_id: int

@@ -8,7 +8,6 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from model.cache import DecoderCache
 from model.config import ModelConfig
 from model.layers import (
     FeedForward,
@@ -19,6 +18,7 @@ from model.layers import (
     sinusoidal_table,
     unpack,
 )
+from model.runner.cache import DecoderCache
 
 
 class EncoderLayer(nn.Module):

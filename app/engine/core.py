@@ -16,8 +16,8 @@ from app.engine.messages import Hyp, Result, Submit, Update
 from app.engine.request import EngineRequest, Status
 from app.engine.scheduler import Limits, Scheduler
 from app.metrics import Metrics, Tally
-from model.batch import DecodeBatch
-from model.loop import DecodeLoop, Runner
+from model.runner.batch import DecodeBatch
+from model.runner.loop import DecodeLoop, Runner
 from model.search import Hypothesis, Request, StepOutput
 
 log = logging.getLogger("mt.engine")

@@ -22,11 +22,11 @@ from app.metrics import Metrics
 from app.settings import Settings
 from model.checkpoint import Checkpoint, load
 from model.generate import generate
-from model.loop import Runner
 from model.params import DecodeParams
 from model.precision import choose
+from model.runner.loop import Runner
+from model.runner.static import StaticDecoder
 from model.search import Request
-from model.static import StaticDecoder
 from model.transformer import Seq2SeqTransformer
 
 log = logging.getLogger("mt.core")

@@ -10,7 +10,7 @@ import torch
 from app.engine.messages import Update
 from app.engine.proc import make_core as engine_core
 from app.settings import Settings
-from model.batch import DecodeBatch
+from model.runner.batch import DecodeBatch
 from tests.app.inprocess import POISON, TEXTS, make_core, oracle, rounds, submit
 
 CASES = [

@@ -4,7 +4,7 @@ import torch
 
 from bench.harness.fixtures import tiny_config
 from model.transformer import Seq2SeqTransformer
-from tests.model.cache_oracle import nbytes, select, tokens
+from tests.model.runner.cache_oracle import nbytes, select, tokens
 
 
 def _model(**kw) -> Seq2SeqTransformer:

@@ -8,7 +8,7 @@ from torch import Tensor
 
 from model.config import ModelConfig
 from model.params import DecodeParams
-from model.transfer import upload
+from model.runner.transfer import upload
 
 NEG_INF = float("-inf")
 

@@ -6,11 +6,11 @@ import itertools
 import pytest
 import torch
 
-from model.batch import DecodeBatch
-from model.beams import BeamState, HostMoves, Knobs, step
 from model.checkpoint import load
-from model.choice import pack
 from model.params import DecodeParams
+from model.runner.batch import DecodeBatch
+from model.runner.beams import BeamState, HostMoves, Knobs, step
+from model.runner.choice import pack
 from model.search import Group, Request
 
 EOS = 1

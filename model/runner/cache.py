@@ -13,8 +13,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from model.slots import Groups, group
-from model.transfer import upload
+from model.runner.slots import Groups, group
+from model.runner.transfer import upload
 
 GROW = 32  # positions added when the self-attention buffer is full
 PRESIZE = 128  # self-attention positions a new cache reserves at most up front (as many as its requests may decode)

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import torch
 
-from model.cache import DecoderCache
+from model.runner.cache import DecoderCache
 
 
 def select(cache: DecoderCache, index: Sequence[int]) -> DecoderCache:

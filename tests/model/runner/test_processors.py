@@ -6,7 +6,7 @@ import random
 import torch
 
 from model.params import DecodeParams
-from model.processors import apply_penalties
+from model.runner.processors import apply_penalties
 
 NEG_INF = float("-inf")
 

@@ -10,14 +10,14 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from model.beams import GROW, BeamState, HostMoves, Knobs
-from model.beams import step as beam_step
-from model.cache import PRESIZE, DecoderCache
-from model.choice import Picked, Rows, beam_candidates, pack, pick, unpack
 from model.config import ModelConfig
-from model.processors import process
+from model.runner.beams import GROW, BeamState, HostMoves, Knobs
+from model.runner.beams import step as beam_step
+from model.runner.cache import PRESIZE, DecoderCache
+from model.runner.choice import Picked, Rows, beam_candidates, pack, pick, unpack
+from model.runner.processors import process
+from model.runner.transfer import Readback, fetch, start_fetch, upload
 from model.search import Group, Request, StepOutput
-from model.transfer import Readback, fetch, start_fetch, upload
 from model.transformer import Seq2SeqTransformer
 
 

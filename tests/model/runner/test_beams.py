@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 
 import torch
 
-from model.beams import WINDOW, BeamState, HostMoves, Knobs, step
-from model.choice import pack
 from model.params import DecodeParams
+from model.runner.beams import WINDOW, BeamState, HostMoves, Knobs, step
+from model.runner.choice import pack
 from model.search import Group, Hypothesis, Request
 
 EOS, VOCAB, DEAD = 1, 6, -1.0e9

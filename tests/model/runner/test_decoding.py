@@ -6,13 +6,13 @@ import pytest
 import torch
 
 from bench.harness.fixtures import tiny_config
-from model.batch import DecodeBatch, place
-from model.choice import warp
 from model.generate import generate
 from model.params import DecodeParams
+from model.runner.batch import DecodeBatch, place
+from model.runner.choice import warp
 from model.search import Request
 from model.transformer import Seq2SeqTransformer
-from tests.model import cache_oracle
+from tests.model.runner import cache_oracle
 
 
 def _src(i: int) -> list[int]:

@@ -4,9 +4,9 @@ attention equal attending over a copy per row; the two-stage top-k equals `topk`
 import pytest
 import torch
 
-from model.choice import row_topk
 from model.layers import MultiHeadAttention, additive_mask
-from model.slots import Groups, group, plan
+from model.runner.choice import row_topk
+from model.runner.slots import Groups, group, plan
 
 
 def test_layouts():

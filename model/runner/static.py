@@ -21,9 +21,9 @@ import torch
 from torch import Tensor
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from model.cache import DecoderCache
-from model.slots import Groups, plan
-from model.transfer import upload
+from model.runner.cache import DecoderCache
+from model.runner.slots import Groups, plan
+from model.runner.transfer import upload
 from model.transformer import Seq2SeqTransformer
 
 # attention kernels whose plans do not depend on the shapes (cuDNN's are built per new shape: 55 -> 19 ms per step on

@@ -9,7 +9,7 @@ import torch
 from torch import Tensor
 
 from model.params import DecodeParams
-from model.transfer import upload
+from model.runner.transfer import upload
 
 NEG_INF = float("-inf")
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from model.transfer import upload
+from model.runner.transfer import upload
 
 
 @dataclass(frozen=True)

@@ -15,14 +15,14 @@ import torch
 
 from model.checkpoint import load
 from model.generate import generate
-from model.loop import DecodeLoop
 from model.params import DecodeParams
+from model.runner.loop import DecodeLoop
+from model.runner.transfer import start_fetch
 from model.search import Request
-from model.transfer import start_fetch
 from model.transformer import Seq2SeqTransformer
-from tests.model import cache_oracle
-from tests.model.test_decoding import MIXED, _src, _tokens
-from tests.model.test_static import LANES, _on, _static
+from tests.model.runner import cache_oracle
+from tests.model.runner.test_decoding import MIXED, _src, _tokens
+from tests.model.runner.test_static import LANES, _on, _static
 
 # one-row requests: greedy and seeded sampling, scores on and off, length limits, min lengths, forced tokens
 ONE_ROW = [

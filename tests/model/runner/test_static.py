@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from model.batch import DecodeBatch
 from model.generate import generate
+from model.runner.batch import DecodeBatch
+from model.runner.static import StaticDecoder, row_sizes, span_sizes
 from model.search import Request
-from model.static import StaticDecoder, row_sizes, span_sizes
 from model.transformer import Seq2SeqTransformer
-from tests.model.test_decoding import MIXED, _src, _tokens, continuous
+from tests.model.runner.test_decoding import MIXED, _src, _tokens, continuous
 
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 # exact comparisons put both sides on one device, in float32; graphs: the static step captured as CUDA graphs

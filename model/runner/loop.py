@@ -9,9 +9,9 @@ from typing import Protocol
 import torch
 from torch import Tensor
 
-from model.batch import DecodeBatch, Pending
-from model.cache import DecoderCache
 from model.config import ModelConfig
+from model.runner.batch import DecodeBatch, Pending
+from model.runner.cache import DecoderCache
 from model.search import Request, StepOutput
 
 

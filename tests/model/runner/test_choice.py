@@ -3,13 +3,13 @@ each row's own generator, and a step brings its choices to the host in one copy.
 
 import torch
 
-import model.batch as batch_module
-import model.beams as beams_module
-from model.batch import DecodeBatch
-from model.choice import Rows, beam_candidates, sample
+import model.runner.batch as batch_module
+import model.runner.beams as beams_module
 from model.params import DecodeParams
+from model.runner.batch import DecodeBatch
+from model.runner.choice import Rows, beam_candidates, sample
 from model.search import Request
-from tests.model.test_decoding import MIXED, _src
+from tests.model.runner.test_decoding import MIXED, _src
 
 GREEDY, BEAM2, BEAM4 = DecodeParams(), DecodeParams(beam_size=2), DecodeParams(beam_size=4)
 
