@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from model.runner.loop import DecodeLoop, Runner
+from model.runner import Runner
+from model.runner.loop import DecodeLoop
 from model.search import Hypothesis, Request
 
 

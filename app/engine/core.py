@@ -16,8 +16,9 @@ from app.engine.messages import Hyp, Result, Submit, Update
 from app.engine.request import EngineRequest, Status
 from app.engine.scheduler import Limits, Scheduler
 from app.metrics import Metrics, Tally
+from model.runner import Runner
 from model.runner.batch import DecodeBatch
-from model.runner.loop import DecodeLoop, Runner
+from model.runner.loop import DecodeLoop
 from model.search import Hypothesis, Request, StepOutput
 
 log = logging.getLogger("mt.engine")

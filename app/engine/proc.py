@@ -24,7 +24,7 @@ from model.checkpoint import Checkpoint, load
 from model.generate import generate
 from model.params import DecodeParams
 from model.precision import choose
-from model.runner.loop import Runner
+from model.runner import Runner
 from model.runner.static import StaticDecoder
 from model.search import Request
 from model.transformer import Seq2SeqTransformer

@@ -4,30 +4,10 @@
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterable
-from typing import Protocol
 
-import torch
-from torch import Tensor
-
-from model.config import ModelConfig
+from model.runner import Runner
 from model.runner.batch import DecodeBatch, Pending
-from model.runner.cache import DecoderCache
 from model.search import Request, StepOutput
-
-
-class Runner(Protocol):
-    """What runs a batch's steps: the model itself or its static-shape `StaticDecoder`."""
-
-    cfg: ModelConfig
-
-    @property
-    def device(self) -> torch.device: ...
-
-    def encode(self, src: Tensor, src_mask: Tensor) -> Tensor: ...
-
-    def start_cache(self, memory: Tensor, src_mask: Tensor, capacity: int = 32, rows: int = 0) -> DecoderCache: ...
-
-    def decode_step(self, tokens: Tensor, cache: DecoderCache) -> Tensor: ...
 
 
 class DecodeLoop:
