@@ -71,7 +71,7 @@ class DecodeLoop:
         else:
             self.batch, outputs = self.batch.step(self.runner)
         if not self:
-            self.pending = None  # nothing launched: every request finished
+            self.pending = None  # every request finished: a step launched for their rows is never read
         return outputs
 
     def clear(self) -> None:
