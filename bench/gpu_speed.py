@@ -141,7 +141,7 @@ def run_cells(args, runs: dict[str, Engine], src: list[list[int]], start: float)
 def padded_step(static, rows: int, span: int, eager: bool = False) -> Callable[[], None]:
     """One padded step at (rows, span), as StaticDecoder.capture records it: its graph's replay where one was
     captured (unless `eager`), else the same device work run eagerly."""
-    graph = static.graphs.get((rows, span))
+    graph = static.graphs.get((rows, span, 1))  # greedy: row i reads slot i
     if graph is not None and not eager:
         return graph.replay
 
@@ -174,7 +174,7 @@ def step_rows(static, cells: dict) -> list[int]:
 def roofline(static, args, cells: dict, card: dict[str, float], main: str) -> list[dict]:
     """One row per row count: the step's bytes and FLOPs at the largest span, its measured time (graph replays timed
     with CUDA events), kernels per step, the multiples of its bounds, and the wall time per step of the cells."""
-    device, dtype = static.device, static.out_proj.weight.dtype
+    device, dtype = static.device, static.model.out_proj.weight.dtype
     span = static.spans[-1]
     self_span, source = min(span, static.positions), min(span, static.source)
     out = []
