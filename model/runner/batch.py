@@ -11,11 +11,12 @@ import torch
 from torch import Tensor
 
 from model.config import ModelConfig
-from model.runner.beams import GROW, BeamState, HostMoves, Knobs
+from model.runner.beams import GROW, BeamState, HostMoves, Moves
 from model.runner.beams import step as beam_step
 from model.runner.cache import PRESIZE, DecoderCache
-from model.runner.choice import Picked, Rows, beam_candidates, pack, pick, unpack
+from model.runner.choice import Picked, beam_candidates, pack, pick, unpack
 from model.runner.processors import process
+from model.runner.rows import RowTable
 from model.runner.transfer import Readback, fetch, start_fetch, upload
 from model.search import Group, Request, StepOutput
 from model.transformer import Seq2SeqTransformer
@@ -29,11 +30,13 @@ def pad_batch(seqs: list[list[int]], pad_id: int, device: torch.device) -> tuple
 
 
 class DecodeBatch:
-    """Groups (one per request, in row order), their decoder cache, the last token of every row and the rows' and
-    beam groups' device state."""
+    """Groups (one per request, in row order), their decoder cache, the last token of every row, the rows' and
+    beam groups' device state and their constants (a `RowTable`, kept while it fits the groups)."""
 
-    def __init__(self, groups: list[Group], cache: DecoderCache, tokens: Tensor, state: BeamState):
-        self.groups, self.cache, self.tokens, self.state = groups, cache, tokens, state
+    def __init__(
+        self, groups: list[Group], cache: DecoderCache, tokens: Tensor, state: BeamState, table: RowTable | None = None
+    ):
+        self.groups, self.cache, self.tokens, self.state, self.table = groups, cache, tokens, state, table
 
     @classmethod
     def prefill(cls, model: Seq2SeqTransformer, requests: list[Request]) -> DecodeBatch:
@@ -88,7 +91,7 @@ class DecodeBatch:
         groups, rows = self._rearrange(kept)
         parents = upload([r for (r,) in rows], torch.long, self.tokens.device)
         state = self.state.take(parents, self._beam_index(groups))
-        return DecodeBatch(groups, self.cache, self.tokens.index_select(0, parents), state)
+        return DecodeBatch(groups, self.cache, self.tokens.index_select(0, parents), state, self.table)
 
     def _rearrange(self, kept: list[tuple[Group, int, int, list[tuple]]]) -> tuple[list[Group], list[tuple]]:
         """Lay out the groups that go on, each (group, old first row, old width, its new rows as tuples that start
@@ -115,21 +118,26 @@ class DecodeBatch:
         """One decoder step for every row, in phases: logits, logit processing, token choice and the beam groups' step
         on the device (one copy to the host), bookkeeping in the groups, cache and state moves. Returns the batch that
         goes on and what each request got."""
-        scores, logprobs, rows, steps = self._scores(model)
-        picked = pick(scores, logprobs, rows)
+        scores, logprobs, table, steps = self._scores(model)
+        picked = pick(scores, logprobs, table)
         state, moves = self.state, None
-        if rows.groups:
-            knobs = self._knobs(rows, steps, scores.shape[1])
-            state, moves = beam_step(state, beam_candidates(scores, rows), knobs, model.cfg.eos_id)
+        if table.beam:
+            candidates = beam_candidates(scores, state.cum, state.rank, table.beam)
+            state, moves = beam_step(state, candidates, table.beam.knobs_at(steps), model.cfg.eos_id)
         flat = fetch(pack(picked.parts + (moves.packed() if moves else [])))
-        tokens, logprobs, rest = unpack(flat, picked, len(rows.params))
-        host = HostMoves.read(rest, len(rows.groups), state.score.shape[1]) if moves else None
+        tokens, logprobs, rest = unpack(flat, picked, len(table.params))
+        host = HostMoves.read(rest, len(table.beams), state.score.shape[1]) if moves else None
         outputs, kept, ended = self._advance(tokens, logprobs, host)
         groups, new = self._rearrange(kept)
         _results(self.groups, state, ended)
+        if table.fits(groups, state.score.shape[1]):  # the same rows: what they take is on the device already
+            parents, source, tokens = self._moved(picked.tokens, moves, table)
+            return DecodeBatch(
+                groups, self.cache, tokens, state.advance(parents, moves, source, tokens, steps), table
+            ), outputs
         parents, source, tokens, at = upload(list(zip(*new, strict=True)) or [[]] * 4, torch.long, self.tokens.device)
         state = state.advance(parents, moves, source, tokens, at).take(None, self._beam_index(groups))
-        return DecodeBatch(groups, self.cache, tokens, state), outputs
+        return DecodeBatch(groups, self.cache, tokens, state, table), outputs
 
     # --- the overlap scheduler: step t+1 is launched before step t's choices are read back ----------------------
     def step_ahead(
@@ -155,41 +163,50 @@ class DecodeBatch:
         """Launch one decode step for every row and start copying its choices to the host without waiting: the batch
         that runs next (the same groups, not booked yet; its inputs, cache rows, histories and beam buffers advanced on
         the device, beams reordered there) and the step in flight."""
-        scores, logprobs, rows, steps = self._scores(model)
-        picked = pick(scores, logprobs, rows)
-        n, device = len(rows.params), scores.device
-        parents, source = torch.arange(n, device=device), torch.full((n,), -1, dtype=torch.long, device=device)
-        state, moves, tokens = self.state, None, picked.tokens
-        if rows.groups:
-            knobs = self._knobs(rows, steps, scores.shape[1])
-            state, moves = beam_step(state, beam_candidates(scores, rows), knobs, model.cfg.eos_id)
-            at, flat = self._beam_layout(rows, state.score.shape[1])  # (Nb,) each
-            moved = (knobs.first[:, None] + moves.parent).flatten().index_select(0, flat)  # (Nb,) parent rows
-            self.cache.reorder_(at, moved)
-            tokens = (tokens if tokens is not None else parents).index_copy(0, at, moves.token.flatten()[flat])
-            parents, source = parents.index_copy(0, at, moved), source.index_copy(0, at, flat)
-        state = state.advance(parents, moves, source, tokens, self.cache.lengths - 1)
+        scores, logprobs, table, steps = self._scores(model)
+        picked = pick(scores, logprobs, table)
+        state, moves = self.state, None
+        if table.beam:
+            candidates = beam_candidates(scores, state.cum, state.rank, table.beam)
+            state, moves = beam_step(state, candidates, table.beam.knobs_at(steps), model.cfg.eos_id)
+        parents, source, tokens = self._moved(picked.tokens, moves, table)
+        if moves is not None:  # beam rows take their parents' self-attention state
+            at = table.beam.rows
+            self.cache.reorder_(*((torch.arange(len(parents), device=parents.device), parents) if at is None
+                                  else (at, parents.index_select(0, at))))  # fmt: skip
+        state = state.advance(parents, moves, source, tokens, steps)
         parts = picked.parts + (moves.packed() if moves else [])
         firsts = list(itertools.accumulate((g.width for g in self.groups), initial=0))  # one more than groups
         pending = Pending(self.groups, firsts, picked, start_fetch(pack(parts)), state.score.shape[1])
-        return DecodeBatch(self.groups, self.cache, tokens, state), pending
+        return DecodeBatch(self.groups, self.cache, tokens, state, table), pending
 
-    def _beam_layout(self, rows: Rows, beam: int) -> tuple[Tensor, Tensor]:
-        """The beam rows (Nb,) and each one's flat index (group * beam + place) into the beam moves (one upload)."""
-        at = [first + j for first, w in rows.groups for j in range(w)]
-        flat = [g * beam + j for g, (_, w) in enumerate(rows.groups) for j in range(w)]
-        both = upload(at + flat, torch.long, self.tokens.device)
-        return both[: len(at)], both[len(at) :]
+    def _moved(self, picked: Tensor | None, moves: Moves | None, table: RowTable) -> tuple[Tensor, Tensor, Tensor]:
+        """Every row of the same groups after a step, on the device: its parent row, its flat index into the beam moves
+        (-1: not a beam row) and its token (N,) each."""
+        n, device = len(table.params), self.tokens.device
+        parents, source = torch.arange(n, device=device), torch.full((n,), -1, dtype=torch.long, device=device)
+        if moves is None:
+            return parents, source, picked
+        b = table.beam
+        moved = (b.knobs.first[:, None] + moves.parent).flatten().index_select(0, b.flat)  # (Nb,) parent rows
+        token = moves.token.flatten().index_select(0, b.flat)
+        if b.rows is None:  # every row is a beam row
+            return moved, b.flat, token
+        tokens = picked.index_copy(0, b.rows, token)
+        return parents.index_copy(0, b.rows, moved), source.index_copy(0, b.rows, b.flat), tokens
 
-    def _scores(self, model: Seq2SeqTransformer) -> tuple[Tensor, Tensor | None, Rows, list[int]]:
+    def _scores(self, model: Seq2SeqTransformer) -> tuple[Tensor, Tensor | None, RowTable, Tensor]:
         """Launch the decoder step and process its logits: the scores the choice ranks (N, V), the log-probabilities
-        when any row keeps scores, the rows as the choice sees them and the steps each had launched before."""
-        steps = self.cache.decoded()  # per row, steps launched before this one (a step in flight included)
-        if max(steps) >= self.state.positions:  # the step writes position steps[i] of each row's history
-            self.state = self.state.fit(0, max(steps) + GROW)
+        when any row keeps scores, the rows' constants and the steps each had launched before (N,) on the device."""
+        if self.cache.max_length >= self.state.positions:  # the step writes position steps[i] of each row's history
+            self.state = self.state.fit(0, self.cache.max_length + GROW)
+        places = self.state.score.shape[1]
+        if self.table is None or not self.table.fits(self.groups, places):  # requests joined, left or narrowed
+            self.table = RowTable.of(self.groups, places, model.cfg.tgt_vocab_size, self.tokens.device)
+        forced = self.table.forced(self.cache.decoded(), model.cfg.eos_id) if self.table.forcing else []
         logits = model.decode_step(self.tokens, self.cache).float()  # (N, V)
-        rows = self._rows()
-        return *self._process(logits, model.cfg, rows, steps), rows, steps
+        steps = self.cache.lengths - 1  # (N,) per row, steps launched before this one (a step in flight included)
+        return *self._process(logits, model.cfg, steps, forced), self.table, steps
 
     def _without(self, ids: set[Hashable], widths: list[int] | None = None) -> DecodeBatch:
         """This batch less the requests in `ids` (itself when none of them is in it); consumes this batch. `widths`:
@@ -198,39 +215,21 @@ class DecodeBatch:
             return self
         return self.filter([i for i in self.ids if i not in ids], widths)
 
-    def _rows(self) -> Rows:
-        """Every row's parameters and generator, the beam groups' layout, and every row's score and rank."""
-        params = [g.params for g in self.groups for _ in range(g.width)]
-        generators = [g.generator for g in self.groups for _ in range(g.width)]
-        firsts = itertools.accumulate((g.width for g in self.groups), initial=0)  # one more than groups
-        beams = [(first, g.width) for first, g in zip(firsts, self.groups, strict=False) if g.beam]
-        return Rows(params, generators, beams, self.state.cum, self.state.rank)
-
-    def _knobs(self, rows: Rows, steps: list[int], vocab: int) -> Knobs:
-        """The beam groups' parameters and progress (`steps` launched per row) for the step (one upload)."""
-        values = []
-        for g, (first, width) in zip((g for g in self.groups if g.beam), rows.groups, strict=True):
-            p = g.params
-            keep = min(2 * p.beam_size, width * vocab)  # candidates it ranks
-            values.append([p.beam_size, p.max_new_tokens, steps[first], first, keep, p.length_penalty])
-            values[-1].append(p.early_stopping)
-            values[-1].append(p.forced_eos)
-        return Knobs.of(values, self.tokens.device)
-
-    def _process(self, logits: Tensor, cfg: ModelConfig, rows: Rows, steps: list[int]) -> tuple[Tensor, Tensor | None]:
+    def _process(
+        self, logits: Tensor, cfg: ModelConfig, steps: Tensor, forced: list[tuple[int, int]]
+    ) -> tuple[Tensor, Tensor | None]:
         """Logit processing: the scores the choice ranks (log-probabilities for beam rows, logits for the others)
-        after every per-row processor (each row `steps` tokens into its output), and the log-probabilities when any
-        row keeps scores."""
-        n_beam = rows.beam_rows
-        logprobs = logits.log_softmax(-1) if any(p.scored for p in rows.params) else None
-        if n_beam == len(rows.params):
+        after every per-row processor (each row `steps` (N,) tokens into its output; `forced` tokens as (row,
+        token)), and the log-probabilities when any row keeps scores."""
+        table = self.table
+        logprobs = logits.log_softmax(-1) if table.scored else None
+        if table.beam_rows == len(table.params):
             scores = logprobs  # processed in place: no greedy row reads the log-probabilities
-        elif n_beam == 0:
+        elif table.beam_rows == 0:
             scores = logits
         else:
-            is_beam = upload([p.beam_size > 1 for p in rows.params], torch.bool, logits.device)
-            scores = torch.where(is_beam[:, None], logprobs, logits)
-        process(scores, cfg, rows.params, steps, self.state.history)
+            scores = torch.where(table.is_beam[:, None], logprobs, logits)
+        process(scores, cfg, table, steps, self.state.history, forced)
         return scores, logprobs
 
     def _advance(
@@ -356,12 +355,7 @@ def _last(group: Group, width: int) -> int | None:
 
 
 def _generator(request: Request, device: torch.device) -> torch.Generator | None:
-    """A per-request random generator, seeded when the request names a seed."""
-    if not request.params.sampling:
+    """A seeded request's own random generator (an unseeded one draws from the default generator)."""
+    if not request.params.sampling or request.params.seed is None:
         return None
-    gen = torch.Generator(device=device)
-    if request.params.seed is None:
-        gen.seed()
-    else:
-        gen.manual_seed(request.params.seed)
-    return gen
+    return torch.Generator(device=device).manual_seed(request.params.seed)

@@ -8,27 +8,9 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from model.params import DecodeParams
-from model.runner.transfer import upload
+from model.runner.rows import Beams, RowTable
 
 NEG_INF = float("-inf")
-
-
-@dataclass
-class Rows:
-    """The rows of one step as the choice sees them: each row's parameters and generator; for beam-search groups
-    their (first row, width); every row's cumulative score and rank within its group (N,) on the device."""
-
-    params: list[DecodeParams]
-    generators: list[torch.Generator | None]
-    groups: list[tuple[int, int]]
-    cum: Tensor
-    ranks: Tensor
-
-    @property
-    def beam_rows(self) -> int:
-        """Rows of beam-search groups."""
-        return sum(w for _, w in self.groups)
 
 
 @dataclass
@@ -41,16 +23,14 @@ class Picked:
     scored: bool  # the parts carry the picked tokens' log-probabilities after the tokens
 
 
-def pick(scores: Tensor, logprobs: Tensor | None, rows: Rows) -> Picked:
+def pick(scores: Tensor, logprobs: Tensor | None, table: RowTable) -> Picked:
     """The device part of the choice for the rows that take one token: greedy argmax and sampling."""
-    if rows.beam_rows == scores.shape[0]:
+    if table.beam_rows == scores.shape[0]:
         return Picked(None, [], False)
     tokens = scores.argmax(-1)  # (N,) first maximum; beam rows' entries go unused
-    sampled = [i for i, p in enumerate(rows.params) if p.sampling]
-    if sampled:
-        idx = upload(sampled, torch.long, scores.device)
-        params, generators = [rows.params[i] for i in sampled], [rows.generators[i] for i in sampled]
-        tokens.index_copy_(0, idx, sample(scores.index_select(0, idx), params, generators))
+    if table.sampled:
+        at = table.sampled_at
+        tokens.index_copy_(0, at, sample(scores.index_select(0, at), table.warp, table.generators, table.filtered))
     parts = [tokens]
     if logprobs is not None:
         parts.append(logprobs.gather(1, tokens[:, None])[:, 0])
@@ -71,24 +51,24 @@ def unpack(flat: Tensor, picked: Picked, n: int) -> tuple[list[int], list[float]
     return tokens, logprobs, flat[(2 if picked.scored else 1) * n :]
 
 
-def beam_candidates(scores: Tensor, rows: Rows) -> tuple[Tensor, Tensor, Tensor]:
+def beam_candidates(scores: Tensor, cum: Tensor, ranks: Tensor, beams: Beams) -> tuple[Tensor, Tensor, Tensor]:
     """Each beam group's best candidates in the order of one flat top-k over its rows (equal scores: the better-ranked
-    parent first, then the lower token): cumulative scores, parent rows within the group and tokens, each (G, M)."""
-    device, vocab = scores.device, scores.shape[1]
-    n_groups, width = len(rows.groups), max(w for _, w in rows.groups)
-    beam = max(rows.params[first].beam_size for first, _ in rows.groups)
-    per_row = min(2 * beam, vocab)  # a group's best 2*beam are among its rows' best 2*beam
-    beam_rows = [r for first, w in rows.groups for r in range(first, first + w)]
-    slots = [g * width + j for g, (_, w) in enumerate(rows.groups) for j in range(w)]
-    index, slot = upload([beam_rows, slots], torch.long, device)  # (Nb,) each
-    every = len(beam_rows) == scores.shape[0]
-    block, cum, rank = (x if every else x.index_select(0, index) for x in (scores, rows.cum, rows.ranks))
+    parent first, then the lower token), from every row's scores (N, V), cumulative score and rank within its group
+    (N,): cumulative scores, parent rows within the group and tokens, each (G, M)."""
+    vocab, n_groups, width = scores.shape[1], beams.groups, beams.width
+    per_row = min(2 * beams.size, vocab)  # a group's best 2*beam are among its rows' best 2*beam
+    at = beams.rows
+    block, cum, rank = (x if at is None else x.index_select(0, at) for x in (scores, cum, ranks))
     top, tok = row_topk(block, per_row)  # (Nb, C)
-    grid = top.new_full((n_groups * width, per_row), NEG_INF).index_copy_(0, slot, top + cum[:, None])
-    keys = tok.new_full(grid.shape, torch.iinfo(torch.long).max).index_copy_(0, slot, rank[:, None] * vocab + tok)
+    grid = top.new_full((n_groups * width, per_row), NEG_INF).index_copy_(0, beams.slots, top + cum[:, None])
+    keys = tok.new_full(grid.shape, torch.iinfo(torch.long).max).index_copy_(
+        0, beams.slots, rank[:, None] * vocab + tok
+    )
     grid, keys = grid.view(n_groups, -1), keys.view(n_groups, -1)  # (G, W*C): padding sorts last
     by_key = keys.argsort(dim=-1, stable=True)
-    by_score = grid.gather(1, by_key).argsort(dim=-1, descending=True, stable=True)[:, : min(2 * beam, grid.shape[1])]
+    by_score = grid.gather(1, by_key).argsort(dim=-1, descending=True, stable=True)[
+        :, : min(2 * beams.size, grid.shape[1])
+    ]
     pick = by_key.gather(1, by_score)  # (G, M) positions in the group's grid, best first
     return grid.gather(1, pick), pick // per_row, keys.gather(1, pick) % vocab
 
@@ -96,9 +76,11 @@ def beam_candidates(scores: Tensor, rows: Rows) -> tuple[Tensor, Tensor, Tensor]
 def row_topk(x: Tensor, k: int) -> tuple[Tensor, Tensor]:
     """Each row's k largest values and their indices, largest first, as `topk`; over a vocabulary, in two stages:
     the maxima of equal chunks pick the k chunks that hold the k largest, then one top-k within those (a chunk outside
-    them has a smaller maximum than the k-th largest); 2.7x faster on CPU at 256 x 8000, k 8 (measured)."""
+    them has a smaller maximum than the k-th largest); 1.9x faster on CPU at 256 x 8000, k 8, 3.5x at 256 x 58101
+    (measured). Chunks of at least 64: the second stage's k * chunk candidates then reach the size from which torch's
+    CPU top-k takes its fast path (64 * k; below it, from ~100 values up, it is several times slower)."""
     n, vocab = x.shape
-    chunk = next((c for c in range(32, 257) if vocab % c == 0 and vocab // c >= 4 * k), 0)
+    chunk = next((c for c in range(64, 257) if vocab % c == 0 and vocab // c >= 4 * k), 0)
     if not chunk or x.device.type != "cpu":
         return x.topk(k, dim=-1)
     best = x.reshape(n, -1, chunk).amax(-1).topk(k, dim=-1).indices  # (N, k) chunks
@@ -122,14 +104,16 @@ def warp(logits: Tensor, temperature: Tensor, top_k: Tensor, top_p: Tensor, filt
     return logits.scatter(1, order, ordered.masked_fill(drop, NEG_INF))
 
 
-def sample(logits: Tensor, params: list[DecodeParams], generators: list[torch.Generator | None]) -> Tensor:
-    """One token per row from its warped distribution; each row's noise comes from its own generator, so a seeded
-    request draws the same whatever its neighbours: (S,)."""
-    knobs = upload([[p.temperature, p.top_k, p.top_p] for p in params], torch.float32, logits.device)  # (S, 3)
-    filtered = any(p.top_k > 0 or p.top_p < 1 for p in params)
+def sample(logits: Tensor, knobs: Tensor, generators: list[torch.Generator | None], filtered: bool = True) -> Tensor:
+    """One token per row (S,) from its distribution warped by its temperature, top-k and top-p (`knobs` (S, 3);
+    `filtered`: some row keeps only its top-k or top-p); a row with a generator draws its noise from it, so a seeded
+    request draws the same whatever its neighbours; the others share the default generator."""
     probs = warp(logits, knobs[:, 0], knobs[:, 1].long(), knobs[:, 2], filtered).softmax(-1)
     noise = torch.empty_like(probs)
+    if any(g is None for g in generators):
+        noise.exponential_()
     for row, generator in enumerate(generators):
-        noise[row].exponential_(generator=generator)
+        if generator is not None:
+            noise[row].exponential_(generator=generator)
     # argmax of p / E with E ~ Exp(1): the exponential race picks token i with probability p_i
     return probs.div_(noise.clamp_min_(torch.finfo(noise.dtype).tiny)).argmax(-1)

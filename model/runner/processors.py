@@ -2,35 +2,79 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
 from model.config import ModelConfig
 from model.params import DecodeParams
-from model.runner.transfer import upload
+from model.runner.transfer import upload, upload_parts
+
+if TYPE_CHECKING:
+    from model.runner.rows import RowTable
 
 NEG_INF = float("-inf")
 
 
-def process(scores: Tensor, cfg: ModelConfig, params: list[DecodeParams], steps: list[int], history: Tensor) -> Tensor:
-    """Every processor, in place, each row with its own parameters and the tokens it generated so far (`steps`, and
-    `history` (N, T) on the device: the first steps[i] of row i)."""
+def process(
+    scores: Tensor, cfg: ModelConfig, table: RowTable, steps: Tensor, history: Tensor, forced: list[tuple[int, int]]
+) -> Tensor:
+    """Every processor, in place, each row with its own parameters (`table`) and the tokens it generated so far
+    (`steps` (N,), and `history` (N, T): the first steps[i] of row i), on the device; the rows' `forced` tokens, each
+    (row, token), last."""
     scores[:, cfg.pad_id] = NEG_INF  # padding and the decoder start are never generated
     if cfg.decoder_start_id != cfg.eos_id:  # NLLB/M2M100 start from EOS
         scores[:, cfg.decoder_start_id] = NEG_INF
-    early = [s < p.min_new_tokens for s, p in zip(steps, params, strict=True)]
-    if any(early):
-        suppress(scores, cfg.eos_id, upload(early, torch.bool, scores.device))
-    if any(needs_penalties(p) for p in params):
+    if table.min_new is not None:
+        suppress(scores, cfg.eos_id, steps < table.min_new)
+    if table.penalties is not None:
         inputs, lengths = None, None  # one-token bad words (OPUS-MT bans its pad) read no history
-        if any(needs_history(p) for p in params):
-            inputs = F.pad(history[: len(params)], (1, 0), value=cfg.decoder_start_id)  # (N, 1 + T) as transformers
-            lengths = upload(steps, torch.long, scores.device) + 1
-        apply_penalties(scores, inputs, lengths, params)
-    if any(p.forced_bos_id is not None or p.forced_eos for p in params):
-        force(scores, [p.forced_token(s, cfg.eos_id) for s, p in zip(steps, params, strict=True)])
-    return scores
+        if table.penalties.history:
+            inputs = F.pad(history[: len(table.params)], (1, 0), value=cfg.decoder_start_id)  # (N, 1 + T)
+            lengths = steps + 1
+        apply_penalties(scores, inputs, lengths, table.penalties)
+    return force(scores, forced)
+
+
+@dataclass
+class Penalties:
+    """A batch's repetition penalties, no-repeat n-grams and bad words, on the device: one-token bans (token, the
+    rows that ban it; None: every row), each row's repetition penalty (N, 1) (None: none asks), per n-gram size the
+    rows (R,), per longer bad word its rows (R,), first tokens (m-1,) and last token; whether any reads history."""
+
+    bans: list[tuple[int, Tensor | None]]
+    repetition: Tensor | None
+    ngrams: list[tuple[int, Tensor]]
+    words: list[tuple[Tensor, Tensor, int]]
+    history: bool
+
+    @classmethod
+    def of(cls, params: list[DecodeParams], device: torch.device) -> Penalties | None:
+        """The penalties of rows with `params` (one upload); None when no row asks for any."""
+        if not any(needs_penalties(p) for p in params):
+            return None
+        singles = sorted({w[0] for p in params for w in p.bad_words_ids if len(w) == 1})
+        ban_rows = [[r for r, p in enumerate(params) if (t,) in p.bad_words_ids] for t in singles]
+        partial = [rows for rows in ban_rows if len(rows) < len(params)]
+        sizes = sorted({p.no_repeat_ngram_size for p in params} - {0})
+        words = sorted({w for p in params for w in p.bad_words_ids if len(w) > 1})
+        lists = [*partial, *([r for r, p in enumerate(params) if p.no_repeat_ngram_size == n] for n in sizes)]
+        for w in words:
+            lists += [[r for r, p in enumerate(params) if w in p.bad_words_ids], list(w[:-1])]
+        repetition = any(p.repetition_penalty != 1.0 for p in params)
+        if repetition:
+            lists.append([p.repetition_penalty for p in params])
+        up = iter(upload_parts(lists, device))
+        bans = [
+            (t, next(up).long() if len(rows) < len(params) else None) for t, rows in zip(singles, ban_rows, strict=True)
+        ]
+        ngrams = [(n, next(up).long()) for n in sizes]
+        words_ = [(next(up).long(), next(up).long(), w[-1]) for w in words]
+        penalty = next(up).float()[:, None] if repetition else None
+        return cls(bans, penalty, ngrams, words_, any(needs_history(p) for p in params))
 
 
 def needs_penalties(p: DecodeParams) -> bool:
@@ -43,33 +87,27 @@ def needs_history(p: DecodeParams) -> bool:
     return p.repetition_penalty != 1.0 or p.no_repeat_ngram_size > 0 or any(len(w) > 1 for w in p.bad_words_ids)
 
 
-def apply_penalties(
-    scores: Tensor, inputs: Tensor | None, lengths: Tensor | None, params: list[DecodeParams]
-) -> Tensor:
+def apply_penalties(scores: Tensor, inputs: Tensor | None, lengths: Tensor | None, penalties: Penalties) -> Tensor:
     """Repetition penalty, no-repeat n-grams and bad words, where asked for, in place, from each row's decoder inputs
-    (N, T') of which the first lengths[i] are real (N,) (both None when no row reads them): on the device, no copy to
-    the host."""
-    device = scores.device
-    for token in sorted({w[0] for p in params for w in p.bad_words_ids if len(w) == 1}):
-        rows = [r for r, p in enumerate(params) if (token,) in p.bad_words_ids]
-        if len(rows) == len(params):
+    (N, T') of which the first lengths[i] are real (N,) (both None when no row reads them): on the device, no copy
+    either way."""
+    for token, rows in penalties.bans:
+        if rows is None:
             scores[:, token] = NEG_INF
         else:
-            scores[:, token].index_fill_(0, upload(rows, torch.long, device), NEG_INF)
-    if any(p.repetition_penalty != 1.0 for p in params):
-        penalty = upload([p.repetition_penalty for p in params], scores.dtype, device)[:, None]  # (N, 1)
-        past = torch.arange(inputs.shape[1], device=device) < lengths[:, None]
+            scores[:, token].index_fill_(0, rows, NEG_INF)
+    if penalties.repetition is not None:
+        penalty = penalties.repetition.to(scores.dtype)  # (N, 1)
+        past = torch.arange(inputs.shape[1], device=scores.device) < lengths[:, None]
         ids = torch.where(past, inputs, inputs[:, :1])  # unused places repeat the start token, already in every row
         s = scores.gather(1, ids)
         scores.scatter_(1, ids, torch.where(s < 0, s * penalty, s / penalty))
-    for n in sorted({p.no_repeat_ngram_size for p in params} - {0}):
-        rows = upload([r for r, p in enumerate(params) if p.no_repeat_ngram_size == n], torch.long, device)
+    for n, rows in penalties.ngrams:
         _ban(scores, rows, *ngram_bans(inputs.index_select(0, rows), lengths.index_select(0, rows), n))
-    for word in sorted({w for p in params for w in p.bad_words_ids if len(w) > 1}):
-        rows = upload([r for r, p in enumerate(params) if word in p.bad_words_ids], torch.long, device)
-        tail = _tail(inputs.index_select(0, rows), lengths.index_select(0, rows), len(word) - 1)  # (R, m-1)
-        ends = (tail == upload(word[:-1], torch.long, device)).all(1)  # (R,)
-        _ban(scores, rows, torch.full_like(rows, word[-1])[:, None], ends[:, None])
+    for rows, prefix, last in penalties.words:
+        tail = _tail(inputs.index_select(0, rows), lengths.index_select(0, rows), len(prefix))  # (R, m-1)
+        ends = (tail == prefix).all(1)  # (R,)
+        _ban(scores, rows, torch.full_like(rows, last)[:, None], ends[:, None])
     return scores
 
 
@@ -101,14 +139,13 @@ def _ban(scores: Tensor, rows: Tensor, tokens: Tensor, where: Tensor) -> None:
     scores.scatter_reduce_(1, index, scores.new_full((n, k), float("inf")).index_copy_(0, rows, banned), "amin")
 
 
-def force(scores: Tensor, tokens: list[int | None]) -> Tensor:
-    """Rows with a forced token (not None) can take only that one: it scores 0, every other token -inf (in place),
-    as transformers' ForcedBOS/ForcedEOS processors do."""
-    rows = [r for r, t in enumerate(tokens) if t is not None]
-    if rows:
-        index, forced = upload([rows, [tokens[r] for r in rows]], torch.long, scores.device)
+def force(scores: Tensor, forced: list[tuple[int, int]]) -> Tensor:
+    """Rows with a forced token, each (row, token), can take only that one: it scores 0, every other token -inf (in
+    place), as transformers' ForcedBOS/ForcedEOS processors do."""
+    if forced:
+        index, tokens = upload(list(zip(*forced, strict=True)), torch.long, scores.device)
         scores.index_fill_(0, index, NEG_INF)
-        scores.index_put_((index, forced), scores.new_zeros(()))  # a device scalar: `= 0.0` would copy and sync
+        scores.index_put_((index, tokens), scores.new_zeros(()))  # a device scalar: `= 0.0` would copy and sync
     return scores
 
 

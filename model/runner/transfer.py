@@ -46,3 +46,13 @@ def start_fetch(x: Tensor) -> Readback:
 def fetch(x: Tensor) -> Tensor:
     """`x` on the host: on CUDA a non-blocking copy into pinned memory, then a wait for the stream up to it."""
     return start_fetch(x).wait()
+
+
+def upload_parts(parts: list[Sequence], device: torch.device) -> list[Tensor]:
+    """Lists (flat or of equal rows) on `device` in one upload, each as float64 in its own shape (exact for ids and
+    flags; cast on the device)."""
+    if not parts:
+        return []
+    host = [torch.tensor(p, dtype=torch.float64) for p in parts]
+    flat = upload(torch.cat([h.flatten() for h in host]), torch.float64, device)
+    return [x.view(h.shape) for x, h in zip(flat.split([h.numel() for h in host]), host, strict=True)]

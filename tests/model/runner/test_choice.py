@@ -7,35 +7,42 @@ import model.runner.batch as batch_module
 import model.runner.beams as beams_module
 from model.params import DecodeParams
 from model.runner.batch import DecodeBatch
-from model.runner.choice import Rows, beam_candidates, sample
-from model.search import Request
+from model.runner.choice import beam_candidates, sample
+from model.runner.rows import RowTable
+from model.search import Group, Request
 from tests.model.runner.test_decoding import MIXED, _src
 
 GREEDY, BEAM2, BEAM4 = DecodeParams(), DecodeParams(beam_size=2), DecodeParams(beam_size=4)
 
 
-def flat_sort(scores: torch.Tensor, rows: Rows) -> dict[int, list[tuple[float, int, int]]]:
+def table_of(layout: list[tuple[DecodeParams, int]], vocab: int) -> RowTable:
+    """The row table of groups of (parameters, width), in row order."""
+    groups = [Group(Request(i, [1], p), 1, 0, width=w) for i, (p, w) in enumerate(layout)]
+    return RowTable.of(groups, max(p.beam_size for p, _ in layout), vocab, torch.device("cpu"))
+
+
+def flat_sort(scores: torch.Tensor, cum, ranks, table: RowTable) -> dict[int, list[tuple[float, int, int]]]:
     """The host merge the step used before: every beam row's top 2*beam candidates of one group, sorted by
     (-cumulative score, parent rank * V + token), the group's first min(2B, width * V)."""
-    vocab, beam = scores.shape[1], max(rows.params[first].beam_size for first, _ in rows.groups)
+    vocab, beam = scores.shape[1], max(table.params[first].beam_size for first, _ in table.beams)
     out = {}
-    for first, width in rows.groups:
+    for first, width in table.beams:
         pool = []
         for j in range(first, first + width):
             top, idx = scores[j].topk(min(2 * beam, vocab))
-            for s, t in zip((top + rows.cum[j]).tolist(), idx.tolist(), strict=True):
-                pool.append((s, rows.ranks[j].item() * vocab + t, j - first, t))
+            for s, t in zip((top + cum[j]).tolist(), idx.tolist(), strict=True):
+                pool.append((s, ranks[j].item() * vocab + t, j - first, t))
         pool.sort(key=lambda c: (-c[0], c[1]))
-        out[first] = [(s, j, t) for s, _, j, t in pool[: min(2 * rows.params[first].beam_size, width * vocab)]]
+        out[first] = [(s, j, t) for s, _, j, t in pool[: min(2 * table.params[first].beam_size, width * vocab)]]
     return out
 
 
-def candidates(scores: torch.Tensor, rows: Rows) -> dict[int, list[tuple[float, int, int]]]:
+def candidates(scores: torch.Tensor, cum, ranks, table: RowTable) -> dict[int, list[tuple[float, int, int]]]:
     """The device merge's candidates (cumulative score, parent, token) of each group, its first min(2B, width * V)."""
-    best, parents, tokens = (x.tolist() for x in beam_candidates(scores, rows))
+    best, parents, tokens = (x.tolist() for x in beam_candidates(scores, cum, ranks, table.beam))
     out = {}
-    for i, (first, width) in enumerate(rows.groups):
-        keep = min(2 * rows.params[first].beam_size, width * scores.shape[1])
+    for i, (first, width) in enumerate(table.beams):
+        keep = min(2 * table.params[first].beam_size, width * scores.shape[1])
         out[first] = list(zip(best[i][:keep], parents[i][:keep], tokens[i][:keep], strict=True))
     return out
 
@@ -44,17 +51,22 @@ def test_beam_merge_orders_as_the_flat_sort():
     """Groups of widths 1, 3, 4 and beam sizes 2 and 4 between greedy rows; scores and cumulative scores with many
     exact ties, so the order rests on the parents' ranks and the token ids."""
     g = torch.Generator().manual_seed(0)
-    layout = [GREEDY, BEAM2, GREEDY, *[BEAM4] * 3, *[BEAM4] * 4, GREEDY]
-    groups = [(1, 1), (3, 3), (6, 4)]
+    layout = [(GREEDY, 1), (BEAM2, 1), (GREEDY, 1), (BEAM4, 3), (BEAM4, 4), (GREEDY, 1)]
     for trial in range(20):
         vocab = 5 if trial % 2 else 40  # 5: the grid holds fewer than 2*beam candidates per row
-        scores = torch.randint(-3, 1, (len(layout), vocab), generator=g).float()
-        scores[trial % len(layout), :2] = float("-inf")
-        cum = torch.randint(-2, 1, (len(layout),), generator=g).float()  # greedy rows' entries unused
+        table = table_of(layout, vocab)
+        assert table.beams == [(1, 1), (3, 3), (6, 4)]
+        scores = torch.randint(-3, 1, (len(table.params), vocab), generator=g).float()
+        scores[trial % len(table.params), :2] = float("-inf")
+        cum = torch.randint(-2, 1, (len(table.params),), generator=g).float()  # greedy rows' entries unused
         zero = torch.zeros(3, dtype=torch.long)
         ranks = torch.cat([zero, torch.randperm(3, generator=g), torch.randperm(4, generator=g), zero[:1]])
-        rows = Rows(layout, [None] * len(layout), groups, cum, ranks)
-        assert candidates(scores, rows) == flat_sort(scores, rows), trial
+        assert candidates(scores, cum, ranks, table) == flat_sort(scores, cum, ranks, table), trial
+
+
+def knobs_of(params: list[DecodeParams]) -> torch.Tensor:
+    """The rows' temperature, top-k and top-p (S, 3), as a row table keeps them."""
+    return torch.tensor([[p.temperature, p.top_k, p.top_p] for p in params])
 
 
 def test_sampling_follows_the_warped_distribution():
@@ -67,7 +79,7 @@ def test_sampling_follows_the_warped_distribution():
     expected = torch.zeros(6)
     expected[:keep] = probs[:keep] / probs[:keep].sum()
     n, gen = 4000, torch.Generator().manual_seed(1)
-    drawn = sample(logits.repeat(n, 1), [params] * n, [gen] * n)
+    drawn = sample(logits.repeat(n, 1), knobs_of([params] * n), [gen] * n)
     freq = torch.bincount(drawn, minlength=6).float() / n
     assert keep == 4 and freq[4:].sum() == 0
     assert torch.allclose(freq, expected, atol=0.03), (freq, expected)
@@ -80,10 +92,10 @@ def test_a_seeded_row_draws_the_same_whatever_its_neighbours():
     knobs = ((0, 0.5, 2.0), (20, 0.95, 0.7), (3, 1.0, 1.0))
     params = [DecodeParams(sampling=True, top_k=k, top_p=p, temperature=t) for k, p, t in knobs]
     alone, seeded = torch.Generator().manual_seed(9), torch.Generator().manual_seed(9)
-    others = [torch.Generator().manual_seed(s) for s in (3, 4)]
+    others = [torch.Generator().manual_seed(3), None]  # None: the default generator, an unseeded row's
     for _ in range(10):
-        one = sample(logits[1:2], params[1:2], [alone])
-        three = sample(logits, params, [others[0], seeded, others[1]])
+        one = sample(logits[1:2], knobs_of(params[1:2]), [alone])
+        three = sample(logits, knobs_of(params), [others[0], seeded, others[1]])
         assert one.item() == three[1].item()
 
 

@@ -6,7 +6,7 @@ import random
 import torch
 
 from model.params import DecodeParams
-from model.runner.processors import apply_penalties
+from model.runner.processors import Penalties, apply_penalties
 
 NEG_INF = float("-inf")
 
@@ -60,13 +60,19 @@ def test_device_penalties_equal_the_host_rules():
         inputs = torch.tensor([h + [rng.randrange(vocab) for _ in range(width - len(h))] for h in histories])
         scores = torch.randn(n, vocab, generator=torch.Generator().manual_seed(trial))
         want = host_penalties(scores.clone(), histories, params)
-        got = apply_penalties(scores.clone(), inputs, torch.tensor([len(h) for h in histories]), params)
+        lengths = torch.tensor([len(h) for h in histories])
+        got = apply_penalties(scores.clone(), inputs, lengths, Penalties.of(params, scores.device))
         assert torch.equal(got, want), trial
+
+
+def of(params: list[DecodeParams]) -> Penalties:
+    """The penalties of rows with `params`, on the CPU."""
+    return Penalties.of(params, torch.device("cpu"))
 
 
 def test_one_token_bad_words_read_no_history():
     """OPUS-MT's ban of its pad token: no history given, the token's column is -inf in the rows that ban it."""
     params = [DecodeParams(bad_words_ids=((4,),)), DecodeParams(), DecodeParams(bad_words_ids=((4,), (2,)))]
-    scores = apply_penalties(torch.zeros(3, 6), None, None, params)
+    scores = apply_penalties(torch.zeros(3, 6), None, None, of(params))
     assert scores.isinf().nonzero().tolist() == [[0, 4], [2, 2], [2, 4]]
-    assert apply_penalties(torch.zeros(2, 6), None, None, params[:1] * 2)[:, 4].isinf().all()
+    assert apply_penalties(torch.zeros(2, 6), None, None, of(params[:1] * 2))[:, 4].isinf().all()
