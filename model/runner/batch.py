@@ -118,12 +118,7 @@ class DecodeBatch:
         """One decoder step for every row, in phases: logits, logit processing, token choice and the beam groups' step
         on the device (one copy to the host), bookkeeping in the groups, cache and state moves. Returns the batch that
         goes on and what each request got."""
-        scores, logprobs, table, steps = self._scores(model)
-        picked = pick(scores, logprobs, table)
-        state, moves = self.state, None
-        if table.beam:
-            candidates = beam_candidates(scores, state.cum, state.rank, table.beam)
-            state, moves = beam_step(state, candidates, table.beam.knobs_at(steps), model.cfg.eos_id)
+        picked, state, moves, table, steps = self._choose(model)
         flat = fetch(pack(picked.parts + (moves.packed() if moves else [])))
         tokens, logprobs, rest = unpack(flat, picked, len(table.params))
         host = HostMoves.read(rest, len(table.beams), state.score.shape[1]) if moves else None
@@ -138,6 +133,17 @@ class DecodeBatch:
         parents, source, tokens, at = upload(list(zip(*new, strict=True)) or [[]] * 4, torch.long, self.tokens.device)
         state = state.advance(parents, moves, source, tokens, at).take(None, self._beam_index(groups))
         return DecodeBatch(groups, self.cache, tokens, state, table), outputs
+
+    def _choose(self, model: Seq2SeqTransformer) -> tuple[Picked, BeamState, Moves | None, RowTable, Tensor]:
+        """A step's device work up to its choices: logits, processing, every row's pick and the beam groups' step;
+        (picks, beam state after it, beam moves or None, the row table, steps per row)."""
+        scores, logprobs, table, steps = self._scores(model)
+        picked = pick(scores, logprobs, table)
+        state, moves = self.state, None
+        if table.beam:
+            candidates = beam_candidates(scores, state.cum, state.rank, table.beam)
+            state, moves = beam_step(state, candidates, table.beam.knobs_at(steps), model.cfg.eos_id)
+        return picked, state, moves, table, steps
 
     # --- the overlap scheduler: step t+1 is launched before step t's choices are read back ----------------------
     def step_ahead(
@@ -163,12 +169,7 @@ class DecodeBatch:
         """Launch one decode step for every row and start copying its choices to the host without waiting: the batch
         that runs next (the same groups, not booked yet; its inputs, cache rows, histories and beam buffers advanced on
         the device, beams reordered there) and the step in flight."""
-        scores, logprobs, table, steps = self._scores(model)
-        picked = pick(scores, logprobs, table)
-        state, moves = self.state, None
-        if table.beam:
-            candidates = beam_candidates(scores, state.cum, state.rank, table.beam)
-            state, moves = beam_step(state, candidates, table.beam.knobs_at(steps), model.cfg.eos_id)
+        picked, state, moves, table, steps = self._choose(model)
         parents, source, tokens = self._moved(picked.tokens, moves, table)
         if moves is not None:  # beam rows take their parents' self-attention state
             at = table.beam.rows
