@@ -24,6 +24,14 @@ def cpu_model() -> str:
         return platform.processor() or "unknown CPU"
 
 
+def cpu_kind(flags: set[str] | None = None) -> str:
+    """The CPU's model and the widest vector or matrix instructions it has ("AMD EPYC with AVX2"): a CPU ratio holds for
+    one such kind, so the per-CPU sections of docs/benchmarks.md are keyed by it."""
+    flags = cpu_flags() if flags is None else flags
+    tiers = (("amx_int8", "AMX"), ("avx512f", "AVX-512"), ("avx2", "AVX2"))
+    return f"{cpu_model()} with {next((name for flag, name in tiers if flag in flags), 'SSE only')}"
+
+
 def _version(package: str) -> str:
     """An installed package's version, or "-"."""
     try:
@@ -39,6 +47,7 @@ def machine_info(*packages: str) -> dict[str, str]:
     info = {
         "date": dt.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z"),
         "cpu": cpu_model(),
+        "kind": cpu_kind(flags),
         "isa": ", ".join(f for f in ISA if f in flags) or "-",
         "cores": f"{os.cpu_count()} logical, {len(os.sched_getaffinity(0))} usable",
         "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none",
