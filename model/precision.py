@@ -18,6 +18,7 @@ FLOATS = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.
 INT8 = ("int8", "int8-ffn")
 PRECISIONS = ("auto", *FLOATS, *INT8)
 INT8_FLAGS = ("amx_int8", "avx512_vnni", "avx_vnni")  # int8 dot products in hardware: dynamic int8 pays
+BF16_FLAGS = ("amx_bf16", "avx512_bf16")  # bf16 dot products: without them CPU bf16 runs 1.2-5x slower than float32
 
 
 def cpu_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> set[str]:
@@ -34,15 +35,19 @@ def choose(setting: str, device: str, flags: set[str] | None = None) -> tuple[st
     On the built-in model int8-ffn keeps 95.4% of greedy outputs identical to float32 (int8 83.5%, bf16 87.6%) at
     1.03-1.25x float32 (int8 1.3-1.7x), but a dynamically quantized request's output depends on what it is batched
     with (int8-ffn: 96.3% of sentences alone = batched; float32 100%): `auto` keeps float32's batch-invariant outputs,
-    and names the int8 modes where the CPU has int8 dot products (docs/benchmarks.md, "Precision on CPU")."""
+    and names the int8 modes where the CPU has int8 dot products (docs/benchmarks.md, "Precision on CPU"). bf16 set on a
+    CPU without bf16 dot products is served, its reason saying float32 is faster there."""
     if setting not in PRECISIONS:
         raise ValueError(f"dtype {setting!r}: expected one of {', '.join(PRECISIONS)}")
+    flags = cpu_flags() if flags is None else flags
+    if setting == "bfloat16" and device == "cpu" and not flags & set(BF16_FLAGS):
+        return setting, "as set; this CPU has no bf16 instructions (avx512_bf16, amx_bf16): float32 is faster"
     if setting != "auto":
         return setting, "as set"
     if device.startswith("cuda"):
         bf16 = torch.cuda.is_bf16_supported()
         return ("bfloat16", "CUDA with bf16") if bf16 else ("float16", "CUDA without bf16")
-    found = [f for f in INT8_FLAGS if f in (cpu_flags() if flags is None else flags)]
+    found = [f for f in INT8_FLAGS if f in flags]
     if found:
         return "float32", f"CPU: outputs independent of batching; --dtype int8-ffn / int8 are faster ({found[0]})"
     return "float32", "CPU without VNNI/AMX int8 instructions"
@@ -57,7 +62,7 @@ def prepare(model: nn.Module, precision: str, device: str = "cpu") -> nn.Module:
     if precision in INT8:
         quantize_int8(model, inner_ffn(model) if precision == "int8-ffn" else None)
     if precision in ("float32", "int8-ffn") and torch.device(device).type == "cpu":
-        return pack_linears(model)  # oneDNN's prepacked GEMM: same parameters, 1.4-2.7x faster linears
+        return pack_linears(model)  # oneDNN's prepacked GEMM where it pays: same parameters, 1.4-2.7x faster linears
     return model
 
 
