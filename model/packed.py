@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-PACKED_FROM = 4096  # rows x out_features from which the packed GEMM wins (measured on AMD Zen and Intel AVX-512)
+PACKED_FROM = 4096  # rows x out_features from which the packed GEMM wins (measured on AMD Zen 5 and Intel, AVX-512)
 AVX2_FROM = 4096  # out_features from which it wins on a CPU with AVX2 but no AVX-512 (the vocabulary projection)
 
 

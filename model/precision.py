@@ -18,7 +18,7 @@ FLOATS = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.
 INT8 = ("int8", "int8-ffn")
 PRECISIONS = ("auto", *FLOATS, *INT8)
 INT8_FLAGS = ("amx_int8", "avx512_vnni", "avx_vnni")  # int8 dot products in hardware: dynamic int8 pays
-BF16_FLAGS = ("amx_bf16", "avx512_bf16")  # bf16 dot products: without them CPU bf16 runs 1.2-5x slower than float32
+BF16_FLAGS = ("amx_bf16", "avx512_bf16")  # bf16 dot products: without them bf16 runs 3-5x slower than float32 (AVX2)
 
 
 def cpu_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> set[str]:
