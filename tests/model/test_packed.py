@@ -4,7 +4,7 @@ import pytest
 import torch
 from torch import nn
 
-from model.packed import AVX2_FROM, PackedLinear, available, narrowest, pack_linears
+from model.packed import PackedLinear, available, pack_linears
 
 pytestmark = pytest.mark.skipif(not available(), reason="needs oneDNN (mkldnn) in torch")
 
@@ -21,6 +21,3 @@ def test_packs_the_linears_at_least_min_out_wide_and_keeps_their_outputs():
         assert [type(m) for m in model] == [PackedLinear, PackedLinear]
         torch.testing.assert_close(model(x), want)
 
-
-def test_only_vocabulary_sized_linears_are_packed_on_avx2_alone():
-    assert narrowest() == (AVX2_FROM if torch.backends.cpu.get_cpu_capability() == "AVX2" else 0)
