@@ -20,4 +20,3 @@ def test_packs_the_linears_at_least_min_out_wide_and_keeps_their_outputs():
         pack_linears(model, min_out=0)
         assert [type(m) for m in model] == [PackedLinear, PackedLinear]
         torch.testing.assert_close(model(x), want)
-
