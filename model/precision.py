@@ -17,6 +17,7 @@ from model.packed import pack_linears
 FLOATS = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 INT8 = ("int8", "int8-ffn")
 PRECISIONS = ("auto", *FLOATS, *INT8)
+LINEAR_DYNAMIC = torch.ops.quantized.linear_dynamic.default  # the overload itself: the packet checks args in Python
 INT8_FLAGS = ("amx_int8", "avx512_vnni", "avx_vnni")  # int8 dot products in hardware: dynamic int8 pays
 BF16_FLAGS = ("amx_bf16", "avx512_bf16")  # bf16 dot products: without them bf16 runs 3-5x slower than float32 (AVX2)
 
@@ -84,8 +85,7 @@ class Int8Linear(nnqd.Linear):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x (..., in) float -> (..., out), int8 GEMM with per-call activation scale."""
-        packed = self._packed_params._packed_params
-        return torch.ops.quantized.linear_dynamic(x, packed, reduce_range=False).to(x.dtype)
+        return LINEAR_DYNAMIC(x, self._packed_params._packed_params, False)  # (..., out) float32, as x
 
 
 def int8_qconfig(flags: set[str]) -> QConfig:

@@ -15,6 +15,7 @@ from model.layers import (
     Residual,
     additive_mask,
     causal_mask,
+    dropout,
     sinusoidal_table,
     unpack,
 )
@@ -98,7 +99,6 @@ class Seq2SeqTransformer(nn.Module):
         norm = lambda: nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps) if cfg.embed_norm else nn.Identity()
         self.src_embed_norm, self.tgt_embed_norm = norm(), norm()
         self.embed_scale = math.sqrt(cfg.d_model) if cfg.scale_embedding else 1.0
-        self.drop = nn.Dropout(cfg.dropout)
         self.encoder = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.encoder_layers))
         self.decoder = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.decoder_layers))
         self.encoder_norm = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps) if cfg.pre_norm else nn.Identity()
@@ -133,7 +133,8 @@ class Seq2SeqTransformer(nn.Module):
         """Scaled token embedding plus position ("src" or "tgt" side), optional norm, then dropout."""
         table, norm = (self.src_embed, self.src_embed_norm) if side == "src" else (self.tgt_embed, self.tgt_embed_norm)
         pos_table = getattr(self, f"{side}_pos").weight if self.cfg.pe_layout == "learned" else self.pe
-        return self.drop(norm(table(ids) * self.embed_scale + F.embedding(positions, pos_table)))
+        x = norm(table(ids) * self.embed_scale + F.embedding(positions, pos_table))
+        return dropout(x, self.cfg.dropout, self.training)
 
     def _logits(self, x: Tensor) -> Tensor:
         """Final norm (pre-LN) and projection to the target vocabulary."""

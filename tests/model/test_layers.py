@@ -85,3 +85,17 @@ def test_post_norm_and_activations_build_and_run():
         )
         assert out.shape == (1, 2, 60) and torch.isfinite(out).all()
         assert model.out_proj.weight is not model.tgt_embed.weight
+
+
+def test_dropout_acts_while_training_only():
+    model = Seq2SeqTransformer(tiny_config(60, dropout=0.3)).init_weights()
+    for attn in (m for m in model.modules() if isinstance(m, MultiHeadAttention)):
+        attn.dropout = 0.0  # attention weights' own dropout aside: the embeddings', sublayers' and FFNs' remain
+    src, mask, tgt = torch.randint(3, 60, (2, 5)), torch.ones(2, 5, dtype=torch.bool), torch.randint(3, 60, (2, 4))
+    torch.manual_seed(0)
+    first = model.train()(src, mask, tgt)
+    torch.manual_seed(0)
+    assert torch.equal(model(src, mask, tgt), first)  # the same draws: the same masks
+    assert not torch.allclose(model(src, mask, tgt), first)  # new draws
+    evaluated = model.eval()(src, mask, tgt)
+    assert torch.equal(model(src, mask, tgt), evaluated) and not torch.allclose(evaluated, first)
