@@ -7,7 +7,9 @@ import argparse
 import random
 from pathlib import Path
 
+from app.protect import find_spans, split_layout
 from app.settings import Settings
+from app.text import plain_layout
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_MODEL = ROOT / "model" / "builtin" / "en-es"
@@ -44,11 +46,22 @@ def candidate_sentences(seed: int) -> tuple[list[str], str]:
     return [s.strip() for s in corpus(EN, n=2000, seed=seed)], "synthetic (bench.harness.fixtures.corpus)"
 
 
+def one_unit(text: str, tokenizer) -> bool:
+    """Whether the server translates `text` as one request: it cuts a text into sentences, and around what the
+    vocabulary cannot spell, each piece a request (a row) of its own (a line of two sentences: two rows there, one
+    offline, and a POST of max_batch_size such texts would overflow the batch)."""
+    layout = split_layout(plain_layout(text, True), lambda t: find_spans(t, tokenizer.spells))
+    return layout.units == [text.strip()]
+
+
 def pick_sentences(tokenizer, n: int, max_tokens: int, seed: int) -> tuple[list[str], list[list[int]], str]:
-    """n distinct sentences of evenly spread lengths (<= max_tokens source tokens), shuffled; texts and ids."""
+    """n distinct sentences of evenly spread lengths (<= max_tokens source tokens), shuffled; texts and ids. Only
+    lines the server translates whole (`one_unit`), so that both sides decode the same rows."""
     lines, origin = candidate_sentences(seed)
     encoded = {}
     for text in dict.fromkeys(lines):
+        if not one_unit(text, tokenizer):
+            continue
         ids = tokenizer.encode(text)
         if len(ids) <= max_tokens:
             encoded[text] = ids

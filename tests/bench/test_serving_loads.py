@@ -4,8 +4,8 @@ from them on a checkpoint whose config asks for beam 4, as OPUS-MT's does."""
 import pytest
 
 from bench import marian
-from bench.workload import bodies, load_fields, server_params
-from model.checkpoint import load
+from bench.workload import DEFAULT_MODEL, bodies, load_fields, one_unit, pick_sentences, server_params
+from model.checkpoint import describe, load
 
 
 @pytest.fixture(scope="module")
@@ -27,3 +27,15 @@ def test_requests_cycle_through_the_kinds():
     sent = bodies(["a", "b", "c"], 4, load_fields("mixed", 8), True, ("en", "de"))
     assert ["beam_size" in b["parameters"] for b in sent] == [False, True, False, True]
     assert [b["q"] for b in sent] == ["a", "b", "c", "a"] and all(b["stream"] for b in sent)
+
+
+def test_the_sentences_sent_are_each_one_request_of_the_server():
+    """A text the server cuts in two (two sentences, or around what the vocabulary cannot spell) is two rows there and
+    one offline: the picked texts are each one unit, so both sides decode the same rows."""
+    tokenizer = describe(DEFAULT_MODEL).tokenizer
+    assert one_unit("The house is big.", tokenizer)
+    assert not one_unit("The house is big. The garden is small.", tokenizer)
+    assert not one_unit("Press \u2318 to open the menu.", tokenizer)
+    texts, ids, _ = pick_sentences(tokenizer, 32, 64, 0)
+    assert len(texts) == 32 and all(map(one_unit, texts, [tokenizer] * 32))
+    assert [tokenizer.encode(t) for t in texts] == ids and max(map(len, ids)) <= 64
