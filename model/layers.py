@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -60,6 +61,41 @@ def unpack(x: Tensor, rows: Tensor, shape: tuple[int, int]) -> Tensor:
     """Real tokens x (T, d) at flat positions `rows` of a (B, S) batch -> (B, S, d), zeros at padding."""
     b, s = shape
     return x.new_zeros(b * s, x.shape[-1]).index_copy_(0, rows, x).view(b, s, -1)
+
+
+@dataclass
+class Chunk:
+    """Rows of a padded batch whose self-attention runs together: their tokens start:end of the packed (T, d) layout,
+    at flat positions `rows` of their own (b, S_c) layout, S_c their longest; mask (b, 1, 1, S_c)."""
+
+    start: int
+    end: int
+    rows: Tensor
+    mask: Tensor
+
+
+def attention_chunks(mask: Tensor, split: bool) -> tuple[Tensor, list[Chunk]]:
+    """The real tokens of a padded batch (mask (B, S), True = real) as flat positions (T,) and the chunks their
+    attention runs in: one, or with `split` the rows longest first, in chunks of similar lengths (no chunk's shortest
+    under half its longest). Attention over one padded (B, S) layout costs B x S^2: 64 sources of 3 to 122 tokens paid
+    4.3x the chunks' attention time (1 thread, AVX2 EPYC)."""
+    if not split:
+        rows = mask.flatten().nonzero()[:, 0]  # (T,)
+        return rows, [Chunk(0, rows.numel(), rows, mask[:, None, None, :])]
+    b, s = mask.shape
+    ends = torch.where(mask, torch.arange(1, s + 1, device=mask.device), 0).amax(1)  # (B,) last real position + 1
+    order = ends.argsort(descending=True, stable=True)  # (B,)
+    sorted_mask = mask[order]
+    rows = (order[:, None] * s + torch.arange(s, device=mask.device)).flatten()[sorted_mask.flatten()]  # (T,)
+    widths, counts = ends[order].tolist(), sorted_mask.sum(1).tolist()
+    chunks, first, start = [], 0, 0
+    for i in range(1, b + 1):
+        if i == b or 2 * widths[i] < widths[first]:
+            part = sorted_mask[first:i, : widths[first]]  # (b, S_c)
+            end = start + sum(counts[first:i])
+            chunks.append(Chunk(start, end, part.flatten().nonzero()[:, 0], part[:, None, None, :]))
+            first, start = i, end
+    return rows, chunks
 
 
 def additive_mask(mask: Tensor, dtype: torch.dtype) -> Tensor:

@@ -10,10 +10,12 @@ from torch import Tensor, nn
 
 from model.config import ModelConfig
 from model.layers import (
+    Chunk,
     FeedForward,
     MultiHeadAttention,
     Residual,
     additive_mask,
+    attention_chunks,
     causal_mask,
     dropout,
     sinusoidal_table,
@@ -37,15 +39,20 @@ class EncoderLayer(nn.Module):
         x = self.attn_block(x, lambda h: self.self_attn(h, *self.self_attn.project_kv(h), mask))
         return self.ffn_block(x, self.ffn)
 
-    def packed(self, x: Tensor, rows: Tensor, mask: Tensor) -> Tensor:
-        """x (T, d_model): only the real tokens of a padded batch, at flat positions `rows`; the linear layers skip
-        the padding and only attention sees the padded (B, S) layout. mask (B, 1, 1, S)."""
-        attn, shape = self.self_attn, (mask.shape[0], mask.shape[-1])
+    def packed(self, x: Tensor, chunks: list[Chunk]) -> Tensor:
+        """x (T, d_model): only the real tokens of a padded batch, in `chunks` of rows; the linear layers skip the
+        padding, and attention sees each chunk's own padded (b, S_c) layout."""
+        attn = self.self_attn
 
         def attend(h: Tensor) -> Tensor:
-            q, k, v = (attn.split(unpack(proj(h), rows, shape)) for proj in (attn.q_proj, attn.k_proj, attn.v_proj))
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # (B, H, S, D)
-            return attn.out_proj(out.transpose(1, 2).flatten(2).flatten(0, 1)[rows])  # (T, d_model)
+            q, k, v = (proj(h) for proj in (attn.q_proj, attn.k_proj, attn.v_proj))  # (T, d_model)
+            out = torch.empty_like(q)
+            for c in chunks:
+                shape = (c.mask.shape[0], c.mask.shape[-1])
+                qc, kc, vc = (attn.split(unpack(t[c.start : c.end], c.rows, shape)) for t in (q, k, v))
+                o = F.scaled_dot_product_attention(qc, kc, vc, attn_mask=c.mask)  # (b, H, S_c, D)
+                out[c.start : c.end] = o.transpose(1, 2).flatten(2).flatten(0, 1)[c.rows]
+            return attn.out_proj(out)  # (T, d_model)
 
         x = self.attn_block(x, attend)
         return self.ffn_block(x, self.ffn)
@@ -152,10 +159,10 @@ class Seq2SeqTransformer(nn.Module):
             for layer in self.encoder:
                 x = layer(x, mask)
             return self.encoder_norm(x)
-        rows = src_mask.flatten().nonzero()[:, 0]  # (T,) real tokens: inference skips the padding
+        rows, chunks = attention_chunks(src_mask, split=src.device.type == "cpu")  # inference skips the padding
         x = x.flatten(0, 1)[rows]  # (T, d_model)
         for layer in self.encoder:
-            x = layer.packed(x, rows, mask)
+            x = layer.packed(x, chunks)
         return unpack(self.encoder_norm(x), rows, src_mask.shape)
 
     def cross_kv(self, memory: Tensor) -> tuple[Tensor, Tensor]:

@@ -4,7 +4,15 @@ import torch
 
 from bench.harness.fixtures import tiny_config
 from model.config import ModelConfig
-from model.layers import FeedForward, MultiHeadAttention, attention, causal_mask, sinusoidal_table
+from model.layers import (
+    FeedForward,
+    MultiHeadAttention,
+    attention,
+    attention_chunks,
+    causal_mask,
+    sinusoidal_table,
+)
+from model.runner.batch import pad_batch
 from model.transformer import DecoderLayer, EncoderLayer, Seq2SeqTransformer
 
 
@@ -99,3 +107,22 @@ def test_dropout_acts_while_training_only():
     assert not torch.allclose(model(src, mask, tgt), first)  # new draws
     evaluated = model.eval()(src, mask, tgt)
     assert torch.equal(model(src, mask, tgt), evaluated) and not torch.allclose(evaluated, first)
+
+
+@torch.inference_mode()
+def test_a_padded_batch_encodes_each_row_as_it_encodes_alone():
+    """Sources of 3 to 40 tokens: on CPU their attention runs in chunks of similar lengths, longest first; each row's
+    memory equals its own encoding, zeros past its end."""
+    torch.manual_seed(0)
+    model = Seq2SeqTransformer(tiny_config(60)).eval()
+    sources = [torch.randint(3, 60, (n,)).tolist() for n in (7, 40, 3, 17, 9, 40, 5)]
+    src, mask = pad_batch(sources, model.cfg.pad_id, torch.device("cpu"))
+    rows, chunks = attention_chunks(mask, split=True)
+    assert [c.mask.shape for c in chunks] == [(2, 1, 1, 40), (2, 1, 1, 17), (2, 1, 1, 7), (1, 1, 1, 3)]
+    assert rows.tolist()[:3] == [40, 41, 42] and sorted(rows.tolist()) == mask.flatten().nonzero()[:, 0].tolist()
+    assert len(attention_chunks(mask, split=False)[1]) == 1
+    memory = model.encode(src, mask)  # (B, S, d_model)
+    for i, ids in enumerate(sources):
+        alone = model.encode(torch.tensor([ids]), torch.ones(1, len(ids), dtype=torch.bool))[0]
+        torch.testing.assert_close(memory[i, : len(ids)], alone, atol=1e-5, rtol=1e-5)
+        assert not memory[i, len(ids) :].any()
