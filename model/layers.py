@@ -13,6 +13,7 @@ from torch import Tensor, nn
 from model.runner.slots import Groups
 
 ACT = {"relu": nn.ReLU, "gelu": nn.GELU, "swish": nn.SiLU}
+IN_PLACE = {nn.ReLU: torch.relu_, nn.SiLU: lambda x: F.silu(x, inplace=True)}  # GELU has no in-place form
 
 
 def sinusoidal_table(n_positions: int, dim: int, layout: str = "interleaved", offset: int = 0) -> Tensor:
@@ -159,7 +160,10 @@ class FeedForward(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         """(B, T, d_model) -> (B, T, d_model)."""
-        return self.fc2(dropout(self.act(self.fc1(x)), self.dropout, self.training))
+        h = self.fc1(x)  # (B, T, d_ff)
+        plain = self.training or torch.is_grad_enabled()
+        act = self.act if plain else IN_PLACE.get(type(self.act), self.act)  # in place: no new buffer to fault in
+        return self.fc2(dropout(act(h), self.dropout, self.training))
 
 
 class Residual(nn.Module):

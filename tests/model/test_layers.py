@@ -5,6 +5,7 @@ import torch
 from bench.harness.fixtures import tiny_config
 from model.config import ModelConfig
 from model.layers import (
+    ACT,
     FeedForward,
     MultiHeadAttention,
     attention,
@@ -126,3 +127,13 @@ def test_a_padded_batch_encodes_each_row_as_it_encodes_alone():
         alone = model.encode(torch.tensor([ids]), torch.ones(1, len(ids), dtype=torch.bool))[0]
         torch.testing.assert_close(memory[i, : len(ids)], alone, atol=1e-5, rtol=1e-5)
         assert not memory[i, len(ids) :].any()
+
+
+def test_the_in_place_activation_at_inference_equals_the_module():
+    for name in ACT:
+        ffn = FeedForward(8, 16, name).eval()
+        x = torch.randn(2, 3, 8)
+        recorded = ffn(x)  # autograd records: the activation module, out of place
+        recorded.sum().backward()
+        with torch.inference_mode():
+            assert torch.equal(ffn(x), recorded), name
