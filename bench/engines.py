@@ -13,11 +13,15 @@ Engine = Callable[[list[list[int]], int, int], list[list[int]]]
 
 
 def ours(model, overlap: bool = False) -> Engine:
-    """Our offline generation (the server's batch step) over `model` (a model or a StaticDecoder); no per-step
-    scores, as `transformers` and CTranslate2 compute none by default; `overlap`: one step kept in flight."""
+    """Our offline generation (the server's batch step) over `model` (a model or a StaticDecoder), with the host
+    allocator the server's engine core sets; no per-step scores, as `transformers` and CTranslate2 compute none by
+    default; `overlap`: one step kept in flight."""
     from model.generate import generate
+    from model.host_memory import keep_freed_memory
     from model.params import DecodeParams
     from model.search import Request
+
+    keep_freed_memory()
 
     def run(batch: list[list[int]], beam: int, new: int) -> list[list[int]]:
         params = DecodeParams(beam_size=beam, max_new_tokens=new, min_new_tokens=new, return_scores=False)

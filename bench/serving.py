@@ -44,6 +44,7 @@ from bench.procs import cpu_account, cpu_lines
 from bench.report import command, log, write_section
 from bench.workload import LOAD_WORDS, LOADS, bodies, load_fields, model_dir, pick_sentences, server_params, thread_env
 from model.checkpoint import load
+from model.host_memory import keep_freed_memory
 from model.precision import choose
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -340,6 +341,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     os.environ.update(thread_env(args.threads))
     torch.set_num_threads(args.threads)
+    keep_freed_memory()  # the offline engine runs here, on the host allocator of the server's engine core
     with tempfile.TemporaryDirectory(prefix="bench_serving_") as tmp:
         path = model_dir(args, Path(tmp))
         ck = load(path, device=args.device, dtype=choose(args.dtype, args.device)[0])

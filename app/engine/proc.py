@@ -22,6 +22,7 @@ from app.metrics import Metrics
 from app.settings import Settings
 from model.checkpoint import Checkpoint, load
 from model.generate import generate
+from model.host_memory import keep_freed_memory
 from model.params import DecodeParams
 from model.precision import choose
 from model.runner import Runner
@@ -106,6 +107,7 @@ def core_main(spec: str, settings: dict, address: str, stop: Connection) -> None
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the launcher drains the HTTP workers first, then stops the core
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     device = pick_device(s.device)
+    log.info("host allocator: %s", "freed memory kept for reuse" if keep_freed_memory() else "as the system has it")
     threads, why_threads = core_threads()
     torch.set_num_threads(threads)
     log.info("torch threads: %d (%s)", threads, why_threads)
