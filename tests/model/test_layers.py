@@ -3,6 +3,7 @@
 import torch
 
 from bench.harness.fixtures import tiny_config
+from model import transformer
 from model.config import ModelConfig
 from model.layers import (
     ACT,
@@ -111,9 +112,9 @@ def test_dropout_acts_while_training_only():
 
 
 @torch.inference_mode()
-def test_a_padded_batch_encodes_each_row_as_it_encodes_alone():
+def test_a_padded_batch_encodes_each_row_as_it_encodes_alone(monkeypatch):
     """Sources of 3 to 40 tokens: on CPU their attention runs in chunks of similar lengths, longest first; each row's
-    memory equals its own encoding, zeros past its end."""
+    memory equals its own encoding, zeros past its end; and equals the one-chunk encoding that CUDA runs."""
     torch.manual_seed(0)
     model = Seq2SeqTransformer(tiny_config(60)).eval()
     sources = [torch.randint(3, 60, (n,)).tolist() for n in (7, 40, 3, 17, 9, 40, 5)]
@@ -127,6 +128,8 @@ def test_a_padded_batch_encodes_each_row_as_it_encodes_alone():
         alone = model.encode(torch.tensor([ids]), torch.ones(1, len(ids), dtype=torch.bool))[0]
         torch.testing.assert_close(memory[i, : len(ids)], alone, atol=1e-5, rtol=1e-5)
         assert not memory[i, len(ids) :].any()
+    monkeypatch.setattr(transformer, "attention_chunks", lambda mask, split: attention_chunks(mask, False))
+    torch.testing.assert_close(model.encode(src, mask), memory, atol=1e-5, rtol=1e-5)
 
 
 def test_the_in_place_activation_at_inference_equals_the_module():
