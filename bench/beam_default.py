@@ -144,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     section = render(args, tps, rows, (before, os.getloadavg()[0]))
     print(section)
     if not args.no_write:
-        write_section(DOC, section, section.splitlines()[0])
+        write_section(DOC, section)
     return 0
 
 

@@ -102,7 +102,7 @@ def main() -> None:
     )
     print(section)
     if not args.no_write:
-        write_section(DOC, section, SECTION)
+        write_section(DOC, section)
 
 
 if __name__ == "__main__":

@@ -291,7 +291,7 @@ def main(argv: list[str] | None = None) -> int:
         (args.out / f"gpu_speed-{args.shape}.md").write_text(section + "\n", encoding="utf-8")
         (args.out / f"gpu_speed-{args.shape}.json").write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
     if not args.no_write:
-        write_section(args.doc, section, gpu_report.heading(result))
+        write_section(args.doc, section)
     log(f"bench.gpu_speed --shape {args.shape}: {time.perf_counter() - start:.0f}s")
     return 0
 

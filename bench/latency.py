@@ -166,11 +166,10 @@ def main(argv: list[str] | None = None) -> int:
         for dtype in args.dtype.split(","):
             rows[dtype] = t = one_dtype(args, hf_dir, ct2_dir, dtype, ids, text)
             log(f"{dtype}: " + ", ".join(f"{n} p50 {ms(v, 50)} ms" for n, v in t.items()))
-    info = machine_info("ctranslate2")
-    section = render(args, info, rows, len(ids), (before, os.getloadavg()[0]))
+    section = render(args, machine_info("ctranslate2"), rows, len(ids), (before, os.getloadavg()[0]))
     print(section)
     if not args.no_write:
-        write_section(args.output, section, SECTION.format(cpu=info["kind"]))
+        write_section(args.output, section)
     return 0
 
 

@@ -247,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
     section = render(info, args, table(results, names), target_lines(results, names), notes) + "\n" + "\n".join(bound)
     print(section)
     if not args.no_write:
-        write_section(args.output, section, SECTION.format(cpu=info["kind"]))
+        write_section(args.output, section)
         log(f"wrote {args.output}")
     return 1 if wrong else 0
 

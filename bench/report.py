@@ -24,9 +24,10 @@ def command(module: str) -> str:
     return f"python -m {module}" + (" " + " ".join(sys.argv[1:]) if sys.argv[1:] else "")
 
 
-def write_section(doc: Path, section: str, heading: str) -> None:
-    """Replace the section under `heading` of `doc` (up to the next '## ' heading), keeping everything else; a new
-    heading is appended."""
+def write_section(doc: Path, section: str) -> None:
+    """Replace the section of `doc` under the section's own heading, its first line (up to the next '## ' heading),
+    keeping everything else; a new heading is appended."""
+    heading = section.splitlines()[0].rstrip()
     doc.parent.mkdir(parents=True, exist_ok=True)
     text = doc.read_text(encoding="utf-8") if doc.exists() else "# Benchmarks\n"
     match = re.search(rf"^{re.escape(heading)}[ \t]*$", text, flags=re.M)
@@ -58,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     doc = Path(args[0])
     for name in args[1:]:
         for heading, section in sections(Path(name).read_text(encoding="utf-8")):
-            write_section(doc, section, heading)
+            write_section(doc, section)
             log(f"{doc}: {heading}")
     return 0
 

@@ -367,7 +367,7 @@ def main(argv: list[str] | None = None) -> int:
     section = render(args, runs, model)
     print(section)
     if not args.no_write:
-        write_section(args.out, section, section_heading(args.load))
+        write_section(args.out, section)
         log(f"wrote {args.out}")
     return 0
 

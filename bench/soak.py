@@ -260,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
     section, passed = report(args, sampler.samples, sampler.roles, outs, wall, left)
     print(section)
     if not args.no_write:
-        write_section(args.out, section, SECTION)
+        write_section(args.out, section)
     return 0 if passed else 1
 
 
