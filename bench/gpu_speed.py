@@ -146,12 +146,8 @@ def padded_step(static, rows: int, span: int, eager: bool = False) -> Callable[[
         return graph.replay
 
     def run() -> None:
-        static.home.shape = (rows, min(span, static.positions), min(span, static.source))
-        try:
-            with torch.inference_mode(), static.attention():
-                static._forward(rows, static.home)
-        finally:
-            static.home.shape = None
+        with torch.inference_mode(), static.attention():
+            static._forward(static._inputs((rows, span, 1), static.home, None))
 
     return run
 

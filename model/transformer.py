@@ -21,7 +21,7 @@ from model.layers import (
     sinusoidal_table,
     unpack,
 )
-from model.runner.cache import DecoderCache
+from model.step import StepInputs
 
 
 class EncoderLayer(nn.Module):
@@ -75,18 +75,18 @@ class DecoderLayer(nn.Module):
         x = self.cross_block(x, lambda h: self.cross_attn(h, *cross_kv, src_mask))
         return self.ffn_block(x, self.ffn)
 
-    def step(self, x: Tensor, cache: DecoderCache, layer: int, self_bias: Tensor | None, src_bias: Tensor) -> Tensor:
-        """One new position per row: x (N, 1, d_model); writes this layer's K/V into the cache. The additive masks
-        are the step's, shared by all layers: self_bias (N, 1, 1, t) or None, src_bias (G, 1, 1, S) per slot."""
+    def step(self, x: Tensor, inputs: StepInputs, layer: int, self_bias: Tensor | None, src_bias: Tensor) -> Tensor:
+        """One new position per row: x (N, 1, d_model); writes this layer's K/V into the step's buffers. The additive
+        masks are the step's, shared by all layers: self_bias (N, 1, 1, t) or None, src_bias (G, 1, 1, S) per slot."""
 
         def self_attend(h: Tensor) -> Tensor:
             k, v = self.self_attn.project_kv(h)  # (N, H, 1, D)
-            keys, values = cache.write(layer, k[:, :, 0], v[:, :, 0])  # (N, H, t, D)
+            keys, values = inputs.write(layer, k[:, :, 0], v[:, :, 0])  # (N, H, t, D)
             return self.self_attn(h, keys, values, self_bias)
 
         x = self.self_block(x, self_attend)
-        groups = cache.step_groups()  # how rows find their slot (None: row i reads slot i)
-        x = self.cross_block(x, lambda h: self.cross_attn(h, *cache.cross(layer), src_bias, groups))
+        cross = inputs.cross(layer)  # per slot; inputs.groups: how rows find theirs (None: row i reads slot i)
+        x = self.cross_block(x, lambda h: self.cross_attn(h, *cross, src_bias, inputs.groups))
         return self.ffn_block(x, self.ffn)
 
 
@@ -170,29 +170,15 @@ class Seq2SeqTransformer(nn.Module):
         kv = [layer.cross_attn.project_kv(memory) for layer in self.decoder]
         return torch.stack([k for k, _ in kv]), torch.stack([v for _, v in kv])
 
-    def start_cache(self, memory: Tensor, src_mask: Tensor, capacity: int = 32, rows: int = 0) -> DecoderCache:
-        """A decoder cache for these encoded rows, nothing decoded yet, with room for `rows` rows."""
-        cross_k, cross_v = self.cross_kv(memory)
-        return DecoderCache.create(cross_k, cross_v, src_mask, capacity, rows)
-
-    def decode_step(self, tokens: Tensor, cache: DecoderCache) -> Tensor:
-        """Feed one token per row (N,) at each row's own position; return logits (N, V); advances the cache."""
-        if cache.max_length >= self.cfg.max_positions:
-            raise ValueError(f"decoder position {cache.max_length} exceeds max_positions={self.cfg.max_positions}")
-        cache.ensure_capacity(cache.max_length + 1)
-        logits = self.step_logits(tokens, cache)
-        cache.advance()
-        return logits
-
-    def step_logits(self, tokens: Tensor, cache: DecoderCache) -> Tensor:
-        """The device work of a decode step over the cache's step extent: tokens (n,) -> logits (n, V). It changes no
-        host state (the cache advances after it), so a CUDA graph can capture it."""
-        x = self._embed("tgt", tokens, cache.positions())[:, None]  # (n, 1, d_model)
-        visible = cache.self_mask()  # (n, 1, 1, t) bool, or None when every row sees every position
+    def step_logits(self, inputs: StepInputs) -> Tensor:
+        """The device work of one decode step: logits (n, V) for the step's rows, their new K/V written into its
+        buffers. It reads and changes no host state, so a CUDA graph can capture it."""
+        x = self._embed("tgt", inputs.tokens, inputs.positions)[:, None]  # (n, 1, d_model)
+        visible = inputs.self_visible()  # (n, 1, 1, t) bool, or None when every row sees every position
         self_bias = None if visible is None else additive_mask(visible, x.dtype)
-        src_bias = additive_mask(cache.source_mask(), x.dtype)[:, None, None, :]  # (g, 1, 1, S) per slot
+        src_bias = additive_mask(inputs.src_mask, x.dtype)[:, None, None, :]  # (g, 1, 1, S) per slot
         for i, layer in enumerate(self.decoder):
-            x = layer.step(x, cache, i, self_bias, src_bias)
+            x = layer.step(x, inputs, i, self_bias, src_bias)
         return self._logits(x[:, 0])
 
     def decode(self, tgt_in: Tensor, memory: Tensor, src_mask: Tensor) -> Tensor:

@@ -13,8 +13,9 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from model.runner.slots import Groups, group
+from model.runner.slots import group
 from model.runner.transfer import upload
+from model.step import Groups, StepInputs
 
 GROW = 32  # positions added when the self-attention buffer is full
 PRESIZE = 128  # self-attention positions a new cache reserves at most up front (as many as its requests may decode)
@@ -52,8 +53,6 @@ class DecoderCache:
     src_len: int = 0  # longest live source: cross-attention reads positions [0, src_len)
     max_length: int = 0  # longest live length
     uniform: bool = True  # every live row has decoded max_length positions
-    shape: tuple[int, int, int] | None = None  # a padded step's (rows, self positions, source positions): static shapes
-    padded_groups: Groups | None = None  # a padded step's query layout over its slots (None: row i reads slot i)
     groups: Groups | None = None  # the query layout over the live slots (None: row i reads slot i)
 
     def __post_init__(self) -> None:
@@ -114,63 +113,28 @@ class DecoderCache:
         return self.k_buf.shape[3]
 
     # --- one decode step -----------------------------------------------------------------------
-    # A step runs over `extent()`: the live rows and positions, or with `shape` set, fixed padded sizes (rows past
-    # the live ones compute unread garbage; keys past each row's length are masked), so that nothing changes shape
-    # from one step to the next and the step can be captured as a CUDA graph.
-    def extent(self) -> tuple[int, int, int]:
-        """(rows, self-attention positions, source positions) the next step computes over."""
-        return self.shape or (self.rows, self.max_length + 1, self.src_len)
+    def inputs(
+        self, tokens: Tensor, padded: tuple[int, int, int] | None = None, groups: Groups | None = None
+    ) -> StepInputs:
+        """The next step's inputs (tokens (n,)): over the live rows and positions, or `padded` to fixed (rows, self
+        positions, source positions) with the padded query layout `groups`, so that nothing changes shape from one
+        step to the next and the step can be captured as a CUDA graph (rows past the live ones compute unread
+        garbage; keys past each row's length are masked)."""
+        if padded is None:
+            n, t, s, g, groups = self.rows, self.max_length + 1, self.src_len, self.slots, self.groups
+            uniform = self.uniform
+        else:
+            (n, t, s), uniform = padded, False
+            g = n if groups is None or groups.gather is None else groups.gather.numel() // groups.width
+        cross = (b[:, :g, :, :s] for b in (self.ck_buf, self.cv_buf))
+        mask = self.mask_buf[:g, :s]
+        return StepInputs(tokens, self.len_buf[:n], self.k_buf, self.v_buf, *cross, mask, t, uniform, groups)
 
     def ensure_capacity(self, needed: int) -> None:
         """Grow the self-attention buffers (amortised, never per step) to hold `needed` positions."""
         if needed > self.capacity:
             size = {3: max(needed, self.capacity + GROW)}
             self.k_buf, self.v_buf = _grown(self.k_buf, size), _grown(self.v_buf, size)
-
-    def positions(self) -> Tensor:
-        """(n,) long: the position each row of the step writes."""
-        return self.len_buf[: self.extent()[0]]
-
-    def write(self, layer: int, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
-        """Store one new position per row (k, v: (n, H, D)); return the keys/values to attend over."""
-        n, t, _ = self.extent()
-        keys, values = self.k_buf[layer, :n], self.v_buf[layer, :n]  # (n, H, T_cap, D)
-        if self.uniform and self.shape is None:  # all rows write the same position: a strided copy, no index_put
-            keys[:, :, t - 1] = k
-            values[:, :, t - 1] = v
-        else:
-            rows, pos = torch.arange(n, device=k.device), self.positions()
-            keys[rows, :, pos] = k
-            values[rows, :, pos] = v
-        return keys[:, :, :t], values[:, :, :t]  # (n, H, t, D)
-
-    def self_mask(self) -> Tensor | None:
-        """Keys each row may see at the current step (None: all of them)."""
-        if self.uniform and self.shape is None:
-            return None
-        _, t, _ = self.extent()
-        pos = torch.arange(t, device=self.len_buf.device)
-        return (pos[None, :] <= self.positions()[:, None])[:, None, None, :]  # (n, 1, 1, t)
-
-    def step_groups(self) -> Groups | None:
-        """How the step's queries read the slots (None: row i reads slot i)."""
-        return self.groups if self.shape is None else self.padded_groups
-
-    def step_slots(self) -> int:
-        """Slots the step reads: the live ones, or a padded step's (its row count when row i reads slot i)."""
-        if self.shape is None:
-            return self.slots
-        groups = self.padded_groups
-        return self.shape[0] if groups is None or groups.gather is None else groups.gather.numel() // groups.width
-
-    def cross(self, layer: int) -> tuple[Tensor, Tensor]:
-        """This layer's cross-attention keys and values for the step, each (g, H, S, D)."""
-        g, s = self.step_slots(), self.extent()[2]
-        return self.ck_buf[layer, :g, :, :s], self.cv_buf[layer, :g, :, :s]
-
-    def source_mask(self) -> Tensor:
-        """(g, S) bool: the source positions each slot of the step may see."""
-        return self.mask_buf[: self.step_slots(), : self.extent()[2]]
 
     def decoded(self) -> list[int]:
         """Positions each live row has decoded (steps launched for it), from the python copies: no device sync."""

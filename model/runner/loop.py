@@ -5,8 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Iterable
 
+from torch import nn
+
 from model.runner import Runner
 from model.runner.batch import DecodeBatch, Pending
+from model.runner.eager import Eager
 from model.search import Request, StepOutput
 
 
@@ -15,8 +18,9 @@ class DecodeLoop:
     read back; 0 without). Every change to the batch goes through it, between steps; a method that raises leaves
     the batch as it was or, where it cannot tell, to `clear`."""
 
-    def __init__(self, runner: Runner, overlap: bool = False):
-        self.runner, self.overlap = runner, overlap
+    def __init__(self, runner: Runner | nn.Module, overlap: bool = False):
+        self.runner = Eager(runner) if isinstance(runner, nn.Module) else runner  # a bare network runs eagerly
+        self.overlap = overlap
         self.batch: DecodeBatch | None = None
         self.pending: Pending | None = None  # the step in flight, read back at the next step
 

@@ -3,38 +3,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
-from torch import Tensor
 
 from model.runner.transfer import upload
-
-
-@dataclass(frozen=True)
-class Groups:
-    """A step's queries laid out (G, W) over G slots: `gather` (G*W,) picks the row of every place (None when row i
-    already is place i: rows in blocks of W per slot), `scatter` (n,) each row's place (None likewise)."""
-
-    width: int
-    gather: Tensor | None = None
-    scatter: Tensor | None = None
-
-    def queries(self, q: Tensor) -> Tensor:
-        """(n, H, 1, D) one query per row -> (G, H, W, D) queries per slot."""
-        n, h, _, d = q.shape
-        flat = q.reshape(n, h * d)  # (n, H*D): a view, the step's query has length 1
-        if self.gather is not None:
-            flat = flat.index_select(0, self.gather)  # (G*W, H*D)
-        return flat.view(-1, self.width, h, d).transpose(1, 2)  # (G, H, W, D)
-
-    def rows(self, out: Tensor) -> Tensor:
-        """(G, H, W, D) attention outputs per slot -> (n, 1, H*D) one per row."""
-        g, h, w, d = out.shape
-        flat = out.transpose(1, 2).reshape(g * w, h * d)  # (G*W, H*D)
-        if self.scatter is not None:
-            flat = flat.index_select(0, self.scatter)  # (n, H*D)
-        return flat[:, None]
+from model.step import Groups
 
 
 def plan(row_slots: list[int], slots: int, width: int) -> tuple[list[int], list[int]]:

@@ -22,8 +22,10 @@ from torch import Tensor
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from model.runner.cache import DecoderCache
-from model.runner.slots import Groups, plan
+from model.runner.eager import Eager
+from model.runner.slots import plan
 from model.runner.transfer import upload
+from model.step import Groups, StepInputs
 from model.transformer import Seq2SeqTransformer
 
 # attention kernels whose plans do not depend on the shapes (cuDNN's are built per new shape: 55 -> 19 ms per step on
@@ -55,7 +57,7 @@ class StaticDecoder:
         self, model: Seq2SeqTransformer, max_rows: int, max_positions: int, max_source: int, max_width=8, max_slots=0
     ):
         cfg = model.cfg
-        self.model, self.cfg = model, cfg
+        self.model, self.cfg, self.eager = model, cfg, Eager(model)
         self.positions = min(max_positions, cfg.max_positions)  # self-attention capacity per row
         self.source = max_source
         self.rows, self.spans = row_sizes(max_rows), span_sizes(max(self.positions, self.source))
@@ -86,8 +88,8 @@ class StaticDecoder:
         return self.model.device
 
     def start_cache(self, memory: Tensor, src_mask: Tensor, capacity: int = 32, rows: int = 0) -> DecoderCache:
-        """A new batch's cache, as the model makes it (it moves into the static buffers at its first step)."""
-        return self.model.start_cache(memory, src_mask, capacity, rows)
+        """A new batch's cache, as the eager runner makes it (it moves into the static buffers at its first step)."""
+        return self.eager.start_cache(memory, src_mask, capacity, rows)
 
     def encode(self, src: Tensor, src_mask: Tensor) -> Tensor:
         """The model's encoder, on attention kernels with stable plans."""
@@ -104,25 +106,27 @@ class StaticDecoder:
         key = self._key(cache)
         if key is None:
             with self.attention():
-                return self.model.decode_step(tokens, cache)
-        n, (rows, span, width) = cache.rows, key
+                return self.eager.decode_step(tokens, cache)
+        n = cache.rows
         self.tokens[:n].copy_(tokens)
-        cache.shape = (rows, min(span, self.positions), min(span, self.source))
-        cache.padded_groups = self._groups(rows, width, cache)
-        try:
-            if key in self.graphs:
-                self.graphs[key].replay()
-            else:
-                with self.attention():
-                    self._forward(rows, cache)
-        finally:
-            cache.shape, cache.padded_groups = None, None
+        groups = self._groups(key[0], key[2], cache)  # refills the index buffers that the graphs read
+        if key in self.graphs:
+            self.graphs[key].replay()
+        else:
+            with self.attention():
+                self._forward(self._inputs(key, cache, groups))
         cache.advance()
         return self.logits[:n]
 
-    def _forward(self, rows: int, cache: DecoderCache) -> None:
-        """The padded step's device work: logits of the first `rows` rows into the output buffer (as float32)."""
-        self.logits[:rows].copy_(self.model.step_logits(self.tokens[:rows], cache))
+    def _inputs(self, key: tuple[int, int, int], cache: DecoderCache, groups: Groups | None) -> StepInputs:
+        """The padded step's inputs for `key` (rows, span, width) over `cache`, which lives in the static buffers,
+        with its query layout `groups`."""
+        rows, span, _ = key
+        return cache.inputs(self.tokens[:rows], (rows, min(span, self.positions), min(span, self.source)), groups)
+
+    def _forward(self, inputs: StepInputs) -> None:
+        """The padded step's device work: logits of its rows into the output buffer (as float32)."""
+        self.logits[: inputs.rows].copy_(self.model.step_logits(inputs))
 
     def _groups(self, rows: int, width: int, cache: DecoderCache) -> Groups | None:
         """The padded step's query layout over min(rows, slots) slots, in the persistent index buffers (refilled in
@@ -178,14 +182,12 @@ class StaticDecoder:
         pool, stream = torch.cuda.graph_pool_handle(), torch.cuda.Stream()
         stream.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(stream), self.attention():
-            for rows, span, width in self.keys():
-                self.home.shape = (rows, min(span, self.positions), min(span, self.source))
-                self.home.padded_groups = self._groups(rows, width, self.home)
-                self._forward(rows, self.home)  # warm-up outside the graph: kernels pick their algorithms
+            for key in self.keys():
+                inputs = self._inputs(key, self.home, self._groups(key[0], key[2], self.home))
+                self._forward(inputs)  # warm-up outside the graph: kernels pick their algorithms
                 graph = torch.cuda.CUDAGraph()
                 with torch.cuda.graph(graph, pool=pool, stream=stream, capture_error_mode="thread_local"):
-                    self._forward(rows, self.home)
-                self.graphs[(rows, span, width)] = graph
+                    self._forward(inputs)
+                self.graphs[key] = graph
         torch.cuda.current_stream().wait_stream(stream)
-        self.home.shape, self.home.padded_groups = None, None
         return len(self.graphs)

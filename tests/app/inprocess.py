@@ -20,6 +20,7 @@ from app.service import Service
 from app.settings import Settings
 from model.generate import generate
 from model.params import DecodeParams
+from model.runner.eager import Eager
 from model.search import Request
 
 TEXTS = ["the cat sleeps", "a big red dog runs in the city", "hello world", "the small green tree eats"]
@@ -31,7 +32,7 @@ class Faulty:
     """The real model, failing on demand: encode raises for a poisoned source; decode_step raises once when armed."""
 
     def __init__(self, model, poison: list[int]):
-        self.model, self.poison = model, torch.tensor(poison)
+        self.model, self.poison = Eager(model), torch.tensor(poison)
         self.step_error: BaseException | None = None
         self.step_delay = 0.0  # seconds per decode step: a slow model, so timing cannot decide a test
         self.encoded: list[int] = []  # batch sizes encode saw

@@ -3,6 +3,7 @@
 import torch
 
 from bench.harness.fixtures import tiny_config
+from model.runner.eager import Eager
 from model.transformer import Seq2SeqTransformer
 from tests.model.runner.cache_oracle import nbytes, select, tokens
 
@@ -22,8 +23,8 @@ def test_incremental_equals_full_recomputation():
         tgt = torch.randint(3, 80, (3, 9))
         tgt[:, 0] = 0
         full = model(src, src_mask, tgt)
-        cache = model.start_cache(model.encode(src, src_mask), src_mask, capacity=2)  # forces growth
-        steps = torch.stack([model.decode_step(tgt[:, i], cache) for i in range(9)], dim=1)
+        cache = Eager(model).start_cache(model.encode(src, src_mask), src_mask, capacity=2)  # forces growth
+        steps = torch.stack([Eager(model).decode_step(tgt[:, i], cache) for i in range(9)], dim=1)
         assert torch.allclose(full, steps, atol=1e-5)
         assert full.argmax(-1).equal(steps.argmax(-1))
 
@@ -37,14 +38,14 @@ def test_rows_at_different_positions_share_a_batch():
     tgt = torch.randint(3, 80, (2, 6))
     tgt[:, 0] = 0
     full = model(src, mask, tgt)
-    first = model.start_cache(model.encode(src[:1], mask[:1]), mask[:1])
+    first = Eager(model).start_cache(model.encode(src[:1], mask[:1]), mask[:1])
     for i in range(3):
-        model.decode_step(tgt[:1, i], first)
-    second = model.start_cache(model.encode(src[1:, :3], mask[1:, :3]), mask[1:, :3])
+        Eager(model).decode_step(tgt[:1, i], first)
+    second = Eager(model).start_cache(model.encode(src[1:, :3], mask[1:, :3]), mask[1:, :3])
     joined = select(first, range(first.rows))
     joined.append_(second)
     assert joined.lengths.tolist() == [3, 0]
-    out = model.decode_step(torch.stack([tgt[0, 3], tgt[1, 0]]), joined)
+    out = Eager(model).decode_step(torch.stack([tgt[0, 3], tgt[1, 0]]), joined)
     alone = model(src[1:, :3], mask[1:, :3], tgt[1:, :1])
     assert torch.allclose(out[0], full[0, 3], atol=1e-5)
     assert torch.allclose(out[1], alone[0, 0], atol=1e-5)
@@ -56,8 +57,8 @@ def test_cache_select_filters_reorders_and_reports_size():
     src = torch.randint(3, 80, (3, 4))
     mask = torch.ones(3, 4, dtype=torch.bool)
     mask[2, 2:] = False
-    cache = model.start_cache(model.encode(src, mask), mask)
-    model.decode_step(torch.zeros(3, dtype=torch.long), cache)
+    cache = Eager(model).start_cache(model.encode(src, mask), mask)
+    Eager(model).decode_step(torch.zeros(3, dtype=torch.long), cache)
     assert tokens(cache) == 3 * 1 + 4 + 4 + 2
     per_token = 2 * model.cfg.decoder_layers * model.cfg.d_model * 4  # K and V, fp32
     assert nbytes(cache) == 3 * (cache.capacity + 4) * per_token
@@ -79,11 +80,11 @@ def test_in_place_take_equals_the_copying_select():
     src = torch.randint(3, 80, (6, 7))
     mask = torch.ones(6, 7, dtype=torch.bool)
     mask[1, 3:] = mask[4, 5:] = False
-    cache = model.start_cache(model.encode(src, mask), mask)
+    cache = Eager(model).start_cache(model.encode(src, mask), mask)
     for _ in range(5):
-        model.decode_step(torch.randint(3, 80, (6,)), cache)
-    late = model.start_cache(model.encode(src[:2, :4], mask[:2, :4]), mask[:2, :4])
-    model.decode_step(torch.randint(3, 80, (2,)), late)
+        Eager(model).decode_step(torch.randint(3, 80, (6,)), cache)
+    late = Eager(model).start_cache(model.encode(src[:2, :4], mask[:2, :4]), mask[:2, :4])
+    Eager(model).decode_step(torch.randint(3, 80, (2,)), late)
     cache.append_(late)  # rows of different lengths: 5, 5, 5, 5, 5, 5, 1, 1
     # rows 0-4 after the first take_ have lengths 1, 5, 5, 5, 5; the second makes 3 slots of 2 rows (blocks), the
     # third mixes widths 1 and 2 (gathered), the fourth reorders within slots only
@@ -116,14 +117,14 @@ def test_device_reorder_equals_take_within_requests():
     model = _model()
     src = torch.randint(3, 80, (3, 6))
     mask = torch.ones(3, 6, dtype=torch.bool)
-    cache = model.start_cache(model.encode(src, mask), mask)
+    cache = Eager(model).start_cache(model.encode(src, mask), mask)
     cache.take_([0, 0, 1, 1, 1, 2])  # requests of 2, 3 and 1 rows
-    other = model.start_cache(model.encode(src, mask), mask)
+    other = Eager(model).start_cache(model.encode(src, mask), mask)
     other.take_([0, 0, 1, 1, 1, 2])
     for parents in ([1, 1, 4, 2, 2, 5], [0, 1, 3, 3, 4, 5], [1, 0, 4, 3, 2, 5]):
         tokens = torch.randint(3, 80, (6,))
-        model.decode_step(tokens, cache)
-        model.decode_step(tokens, other)
+        Eager(model).decode_step(tokens, cache)
+        Eager(model).decode_step(tokens, other)
         cache.take_(parents)
         moved = [i for i, p in enumerate(parents) if p != i]
         other.reorder_(torch.tensor(moved), torch.tensor([parents[i] for i in moved]))

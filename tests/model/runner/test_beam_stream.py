@@ -11,6 +11,7 @@ from model.params import DecodeParams
 from model.runner.batch import DecodeBatch
 from model.runner.beams import BeamState, HostMoves, Knobs, step
 from model.runner.choice import pack
+from model.runner.eager import Eager
 from model.search import Group, Request
 
 EOS = 1
@@ -105,9 +106,9 @@ def test_every_stable_token_starts_the_final_best_output(family, request):
     ]
     streamed, results, early = {r.id: [] for r in requests}, {}, 0
     with torch.inference_mode():
-        batch = DecodeBatch.prefill(ck.model, requests)
+        batch = DecodeBatch.prefill(Eager(ck.model), requests)
         while len(batch):
-            batch, outputs = batch.step(ck.model)
+            batch, outputs = batch.step(Eager(ck.model))
             for out in outputs:
                 streamed[out.id] += out.stable
                 if out.finished:

@@ -8,6 +8,7 @@ import model.runner.beams as beams_module
 from model.params import DecodeParams
 from model.runner.batch import DecodeBatch
 from model.runner.choice import beam_candidates, sample
+from model.runner.eager import Eager
 from model.runner.rows import RowTable
 from model.search import Group, Request
 from tests.model.runner.test_decoding import MIXED, _src
@@ -105,11 +106,11 @@ def test_a_step_copies_to_the_host_once(model, monkeypatch):
     fetched, ended = [], []
     monkeypatch.setattr(batch_module, "fetch", lambda x: fetched.append(x) or x)
     monkeypatch.setattr(beams_module, "fetch", lambda x: ended.append(x) or x)
-    batch = DecodeBatch.prefill(model, [Request(i, _src(i), p) for i, p in enumerate(MIXED)])
+    batch = DecodeBatch.prefill(Eager(model), [Request(i, _src(i), p) for i, p in enumerate(MIXED)])
     steps, beam_ends = 0, 0
     with torch.inference_mode():
         while len(batch):
-            batch, outputs = batch.step(model)
+            batch, outputs = batch.step(Eager(model))
             steps += 1
             beam_ends += any(o.finished and o.token is None for o in outputs)
     assert len(fetched) == steps > 10 and len(ended) == beam_ends >= 1

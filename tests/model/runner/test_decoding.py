@@ -10,6 +10,7 @@ from model.generate import generate
 from model.params import DecodeParams
 from model.runner.batch import DecodeBatch, place
 from model.runner.choice import warp
+from model.runner.eager import Eager
 from model.search import Request
 from model.transformer import Seq2SeqTransformer
 from tests.model.runner import cache_oracle
@@ -128,6 +129,7 @@ def test_parameters_are_validated():
 def continuous(runner, requests: list[Request]) -> dict:
     """Decode `requests` as a running batch: joins every step, request 1 (beams) aborted at step 3, finishes at
     different steps; results by id. Each step the batch's token count is checked against its cache."""
+    runner = Eager(runner) if isinstance(runner, torch.nn.Module) else runner
     batch = DecodeBatch.prefill(runner, requests[:2])
     pending, results, step = requests[2:], {}, 0
     with torch.inference_mode():
@@ -182,11 +184,11 @@ def test_bad_words_and_forced_tokens(model):
 def test_a_stream_ends_with_eos_also_when_it_is_forced_at_the_limit(model):
     """forced_eos: the last step's token is EOS (the output does not keep it, its reason is "length"), not the
     previous token a second time."""
-    batch = DecodeBatch.prefill(model, [Request(0, _src(4), DecodeParams(max_new_tokens=5, forced_eos=True))])
+    batch = DecodeBatch.prefill(Eager(model), [Request(0, _src(4), DecodeParams(max_new_tokens=5, forced_eos=True))])
     streamed = []
     with torch.inference_mode():
         while len(batch):
-            batch, (out,) = batch.step(model)
+            batch, (out,) = batch.step(Eager(model))
             streamed.append(out.token)
     (hyp,) = out.hypotheses
     assert streamed == [*hyp.tokens, 1] and len(hyp.tokens) == 4 and hyp.finish_reason == "length"

@@ -16,6 +16,7 @@ import torch
 from model.checkpoint import load
 from model.generate import generate
 from model.params import DecodeParams
+from model.runner.eager import Eager
 from model.runner.loop import DecodeLoop
 from model.runner.transfer import start_fetch
 from model.search import Request
@@ -48,7 +49,7 @@ class Counting:
     """A runner that counts the rows of every decode step it runs."""
 
     def __init__(self, runner):
-        self.runner, self.rows = runner, 0
+        self.runner, self.rows = Eager(runner) if isinstance(runner, torch.nn.Module) else runner, 0
 
     def __getattr__(self, name):
         return getattr(self.runner, name)

@@ -16,6 +16,7 @@ import model.runner.transfer as transfer_module
 from model.generate import generate
 from model.params import DecodeParams
 from model.runner.batch import DecodeBatch
+from model.runner.eager import Eager
 from model.search import Request
 from tests.model.runner.test_decoding import _src, _tokens
 from tests.model.runner.test_overlap import drive
@@ -63,15 +64,15 @@ def test_a_step_whose_rows_stay_uploads_nothing(model, monkeypatch, overlap):
         monkeypatch.setattr(module, "upload", counting)
     forced = [p for p in PARAMS if p.forced_bos_id is None and not p.forced_eos]  # a forced token is an upload
     params = [dataclasses.replace(p, min_new_tokens=16, max_new_tokens=20) for p in forced]  # long together
-    batch = DecodeBatch.prefill(model, [Request(i, _src(i), p) for i, p in enumerate(params)])
+    batch = DecodeBatch.prefill(Eager(model), [Request(i, _src(i), p) for i, p in enumerate(params)])
     pending, quiet, steps = None, 0, 0
     with torch.inference_mode():
         while len(batch):
             table, uploads[:] = batch.table, []
             if overlap:
-                batch, _, pending = batch.step_ahead(model, pending)
+                batch, _, pending = batch.step_ahead(Eager(model), pending)
             else:
-                batch, _ = batch.step(model)
+                batch, _ = batch.step(Eager(model))
             steps += 1
             if table is not None and batch.table is table and table.fits(batch.groups, batch.state.score.shape[1]):
                 assert uploads == [], steps

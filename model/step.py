@@ -1,0 +1,83 @@
+"""A decode step's inputs, as the network takes them: one new position per row, the K/V buffers it writes and reads,
+how rows find their source slot, and the extent it runs over. The decode runtime builds them; the network only
+reads them (and writes the rows' new K/V)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+
+@dataclass(frozen=True)
+class Groups:
+    """A step's queries laid out (G, W) over G slots: `gather` (G*W,) picks the row of every place (None when row i
+    already is place i: rows in blocks of W per slot), `scatter` (n,) each row's place (None likewise)."""
+
+    width: int
+    gather: Tensor | None = None
+    scatter: Tensor | None = None
+
+    def queries(self, q: Tensor) -> Tensor:
+        """(n, H, 1, D) one query per row -> (G, H, W, D) queries per slot."""
+        n, h, _, d = q.shape
+        flat = q.reshape(n, h * d)  # (n, H*D): a view, the step's query has length 1
+        if self.gather is not None:
+            flat = flat.index_select(0, self.gather)  # (G*W, H*D)
+        return flat.view(-1, self.width, h, d).transpose(1, 2)  # (G, H, W, D)
+
+    def rows(self, out: Tensor) -> Tensor:
+        """(G, H, W, D) attention outputs per slot -> (n, 1, H*D) one per row."""
+        g, h, w, d = out.shape
+        flat = out.transpose(1, 2).reshape(g * w, h * d)  # (G*W, H*D)
+        if self.scatter is not None:
+            flat = flat.index_select(0, self.scatter)  # (n, H*D)
+        return flat[:, None]
+
+
+@dataclass
+class StepInputs:
+    """One decode step over n rows: each row's token and the position it writes, the self-attention buffers (rows
+    [0, n) are the step's; positions [0, span) are attended, those past a row's own masked unless `uniform`), the
+    cross-attention K/V and source mask of the slots the rows read, and how the rows read them."""
+
+    tokens: Tensor  # (n,) long
+    positions: Tensor  # (n,) long
+    self_k: Tensor  # (L, R, H, T_cap, D)
+    self_v: Tensor  # (L, R, H, T_cap, D)
+    cross_k: Tensor  # (L, g, H, s, D)
+    cross_v: Tensor  # (L, g, H, s, D)
+    src_mask: Tensor  # (g, s) bool, True for real source tokens
+    span: int  # self-attention positions attended
+    uniform: bool  # every row writes position span - 1: a strided write, no mask
+    groups: Groups | None  # the rows' query layout over the slots (None: row i reads slot i)
+
+    @property
+    def rows(self) -> int:
+        """Rows the step computes."""
+        return self.tokens.shape[0]
+
+    def write(self, layer: int, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        """Store one new position per row (k, v: (n, H, D)); return the keys and values to attend over (n, H, t, D)."""
+        n, t = self.rows, self.span
+        keys, values = self.self_k[layer, :n], self.self_v[layer, :n]  # (n, H, T_cap, D)
+        if self.uniform:
+            keys[:, :, t - 1] = k
+            values[:, :, t - 1] = v
+        else:
+            rows = torch.arange(n, device=k.device)
+            keys[rows, :, self.positions] = k
+            values[rows, :, self.positions] = v
+        return keys[:, :, :t], values[:, :, :t]
+
+    def self_visible(self) -> Tensor | None:
+        """(n, 1, 1, t) bool: the keys each row may see (None: all of them)."""
+        if self.uniform:
+            return None
+        pos = torch.arange(self.span, device=self.positions.device)
+        return (pos[None, :] <= self.positions[:, None])[:, None, None, :]
+
+    def cross(self, layer: int) -> tuple[Tensor, Tensor]:
+        """This layer's cross-attention keys and values, each (g, H, s, D)."""
+        return self.cross_k[layer], self.cross_v[layer]
