@@ -17,8 +17,8 @@ from app.engine.request import EngineRequest, Status
 from app.engine.scheduler import Limits, Scheduler
 from app.metrics import Metrics, Tally
 from model.runner import Runner
-from model.runner.batch import DecodeBatch
 from model.runner.loop import DecodeLoop
+from model.runner.state import Encoded
 from model.search import Hypothesis, Request, StepOutput
 
 log = logging.getLogger("mt.engine")
@@ -176,7 +176,7 @@ class EngineCore:
             self._join(new)
         self.scheduler.joined(time.perf_counter() - t0)
 
-    def _prefill(self, admit: list[EngineRequest]) -> list[DecodeBatch]:
+    def _prefill(self, admit: list[EngineRequest]) -> list[Encoded]:
         """Encode admitted requests together; if that fails, one by one so that only the culprit fails."""
         t0 = time.perf_counter()
         try:
@@ -189,7 +189,7 @@ class EngineCore:
         self.encode_time.observe(time.perf_counter() - t0)
         return [new]
 
-    def _join(self, new: DecodeBatch) -> None:
+    def _join(self, new: Encoded) -> None:
         """New rows join the batch. If that fails they fail, and the batch goes on without them when it can."""
         old = self.loop.ids
         try:

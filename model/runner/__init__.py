@@ -1,6 +1,8 @@
-"""The decode runner: the K/V cache pool (`cache`, `slots`), the running batch (`batch`) and the loop that owns it
-with the step in flight (`loop`), the static-shape step and its CUDA graphs (`static`), token choice and sampling
-(`choice`), beam search (`beams`) and logit processors (`processors`) on the device, host transfers (`transfer`)."""
+"""The decode runtime: the decode state (`state`: every running request's rows, their device columns and the K/V
+pool of `pool`), the loop that owns it with the step in flight (`loop`), the runners that run a step's network work
+(`eager`, and `static`: static shapes and CUDA graphs), token choice and sampling (`choice`), beam search (`beams`)
+and logit processors (`processors`) on the device, the per-row constants (`rows`), source slots (`slots`) and host
+transfers (`transfer`)."""
 
 from __future__ import annotations
 
@@ -11,11 +13,12 @@ if TYPE_CHECKING:
     from torch import Tensor
 
     from model.config import ModelConfig
-    from model.runner.cache import DecoderCache
+    from model.runner.pool import KVPool
+    from model.runner.state import DecodeState
 
 
 class Runner(Protocol):
-    """What runs a batch's steps: the model itself or its static-shape `StaticDecoder`."""
+    """What runs a decode state's network work: `Eager` (the network at each batch's shapes) or `StaticDecoder`."""
 
     cfg: ModelConfig
 
@@ -24,6 +27,8 @@ class Runner(Protocol):
 
     def encode(self, src: Tensor, src_mask: Tensor) -> Tensor: ...
 
-    def start_cache(self, memory: Tensor, src_mask: Tensor, capacity: int = 32, rows: int = 0) -> DecoderCache: ...
+    def cross_kv(self, memory: Tensor) -> tuple[Tensor, Tensor]: ...
 
-    def decode_step(self, tokens: Tensor, cache: DecoderCache) -> Tensor: ...
+    def pool(self, like: Tensor) -> KVPool: ...
+
+    def step_logits(self, state: DecodeState) -> Tensor: ...

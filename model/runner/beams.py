@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from model.runner.transfer import fetch, upload
-from model.search import Group, Hypothesis
+from model.search import Hypothesis
 
 GROW = 32  # positions added to the histories when they are full
 DEAD = -1.0e9  # candidates scored below DEAD / 2 never finish (a banned or masked token)
@@ -80,16 +80,6 @@ class HostMoves:
         rows = lambda x: x.view(groups, -1).tolist()  # noqa: E731
         flags = [bool(d) for d in done.tolist()]
         return cls(flags, n.tolist(), rows(parent), rows(token), stable.tolist(), rows(window))
-
-    def take(self, group: Group, b: int, first: int) -> list[tuple[int, int, int, int]]:
-        """Group `group` (beam group b, first row `first`) takes its step: its new rows as (parent row, flat index
-        into the moves, token, position written), none once done."""
-        group.steps += 1
-        group.width = 0 if self.done[b] else self.n[b]
-        places = len(self.parent[b])
-        return [
-            (first + self.parent[b][j], b * places + j, self.token[b][j], group.steps - 1) for j in range(group.width)
-        ]
 
     def stable(self, b: int) -> list[int]:
         """The tokens beam group b hands out as stable."""

@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 from torch import Tensor
 
-from model.runner.cache import DecoderCache
+from model.runner.pool import KVPool
 from model.transformer import Seq2SeqTransformer
+
+if TYPE_CHECKING:
+    from model.runner.state import DecodeState
 
 
 class Eager:
-    """A runner over the network itself: its encoder, a cache for each new batch, and decode steps over the live rows
-    and positions."""
+    """A runner over the network itself: its encoder and cross-attention projections, a pool that grows with the
+    batch, and decode steps over the live rows and positions."""
 
     def __init__(self, model: Seq2SeqTransformer):
         self.model, self.cfg = model, model.cfg
@@ -25,16 +30,17 @@ class Eager:
         """The network's encoder: memory (B, S, d_model)."""
         return self.model.encode(src, src_mask)
 
-    def start_cache(self, memory: Tensor, src_mask: Tensor, capacity: int = 32, rows: int = 0) -> DecoderCache:
-        """A decoder cache for these encoded rows, nothing decoded yet, with room for `rows` rows; their
-        cross-attention K/V projected once."""
-        return DecoderCache.create(*self.model.cross_kv(memory), src_mask, capacity, rows)
+    def cross_kv(self, memory: Tensor) -> tuple[Tensor, Tensor]:
+        """Every decoder layer's cross-attention K/V of `memory`, each (L, B, H, S, D)."""
+        return self.model.cross_kv(memory)
 
-    def decode_step(self, tokens: Tensor, cache: DecoderCache) -> Tensor:
-        """Feed one token per row (N,) at each row's own position; return logits (N, V); advances the cache."""
-        if cache.max_length >= self.cfg.max_positions:
-            raise ValueError(f"decoder position {cache.max_length} exceeds max_positions={self.cfg.max_positions}")
-        cache.ensure_capacity(cache.max_length + 1)
-        logits = self.model.step_logits(cache.inputs(tokens))
-        cache.advance()
-        return logits
+    def pool(self, like: Tensor) -> KVPool:
+        """An empty pool for a new batch whose K/V look like `like`; it grows as requests join."""
+        cfg = self.cfg
+        return KVPool.empty(like, cfg.decoder_layers, cfg.n_heads, cfg.head_dim, (0, 0, 0, 0))
+
+    def step_logits(self, state: DecodeState) -> Tensor:
+        """One decode step of the state's rows at their own shapes: logits (N, V); their new K/V written."""
+        if state.max_length >= self.cfg.max_positions:
+            raise ValueError(f"decoder position {state.max_length} exceeds max_positions={self.cfg.max_positions}")
+        return self.model.step_logits(state.inputs())

@@ -1,83 +1,224 @@
-"""The decode loop: one running batch and, with overlap, the one decode step in flight. The engine core, offline
-`generate` and the benchmarks all decode through it; requests join and leave between its steps."""
+"""The decode loop: the decode state and, with overlap, the one step in flight. The engine core, offline `generate`
+and the benchmarks all decode through it; requests join and leave between its steps.
+
+A step is launched (its device work queued: logits, processing, every row's choice, the beam step, the rows'
+reorder, and the copy of its choices to the host started), then booked (the choices read on the host: tokens, stable
+prefixes and results; finished requests leave). Without overlap a step is booked as soon as it is launched; with
+overlap step t is booked after step t+1 is launched, so the host's bookkeeping runs while the device works."""
 
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterable
+from dataclasses import dataclass
 
-from torch import nn
+import torch
+from torch import Tensor, nn
 
+from model.config import ModelConfig
 from model.runner import Runner
-from model.runner.batch import DecodeBatch, Pending
+from model.runner.beams import HostMoves, Moves
+from model.runner.beams import step as beam_step
+from model.runner.choice import Picked, beam_candidates, pack, pick, unpack
 from model.runner.eager import Eager
+from model.runner.processors import process
+from model.runner.rows import RowTable
+from model.runner.state import DecodeState, Encoded, Seq
+from model.runner.transfer import Readback, start_fetch, upload
 from model.search import Request, StepOutput
 
 
+def pad_batch(seqs: list[list[int]], pad_id: int, device: torch.device) -> tuple[Tensor, Tensor]:
+    """Right-pad id lists: ids (B, S) and mask (B, S), True on real tokens."""
+    width = max(len(s) for s in seqs)
+    ids = upload([s + [pad_id] * (width - len(s)) for s in seqs], torch.long, device)
+    return ids, upload([[True] * len(s) + [False] * (width - len(s)) for s in seqs], torch.bool, device)
+
+
+@dataclass
+class Pending:
+    """A launched step: the requests that ran it, each with its first row, beam group (-1: one row) and step index
+    at launch; its choices on the device and their copy to the host; rows, beam groups and places per group."""
+
+    ran: list[tuple[Seq, int, int, int]]
+    picked: Picked
+    readback: Readback
+    rows: int
+    groups: int
+    places: int
+
+
 class DecodeLoop:
-    """Owns the running batch and the step in flight (depth 1 with `overlap`: step t+1 is launched before step t is
-    read back; 0 without). Every change to the batch goes through it, between steps; a method that raises leaves
-    the batch as it was or, where it cannot tell, to `clear`."""
+    """Owns the decode state and the step in flight (depth 1 with `overlap`: step t+1 is launched before step t is
+    booked; 0 without). Every change to the running requests goes through it, between steps."""
 
     def __init__(self, runner: Runner | nn.Module, overlap: bool = False):
         self.runner = Eager(runner) if isinstance(runner, nn.Module) else runner  # a bare network runs eagerly
         self.overlap = overlap
-        self.batch: DecodeBatch | None = None
-        self.pending: Pending | None = None  # the step in flight, read back at the next step
+        self.state: DecodeState | None = None  # None until requests join, and again once all have left
+        self.pending: Pending | None = None
 
     def __len__(self) -> int:
-        return len(self.batch) if self.batch is not None else 0
+        return len(self.state.seqs) if self.state is not None else 0
 
     @property
     def rows(self) -> int:
         """Rows the next step runs (a beam request has one per live beam)."""
-        return self.batch.rows if self else 0
+        return self.state.rows if self.state is not None else 0
 
     @property
     def ids(self) -> list[Hashable]:
         """Running request ids, in row order."""
-        return self.batch.ids if self.batch is not None else []
+        return [s.id for s in self.state.seqs] if self.state is not None else []
 
     def cache_tokens(self) -> int:
-        """Tokens the batch's cache holds, from python counts (no device sync)."""
-        return self.batch.cache_tokens() if self else 0
+        """Tokens the pool holds for the running requests, from host counts (no device sync)."""
+        return self.state.cache_tokens() if self.state is not None else 0
 
-    def prefill(self, requests: list[Request]) -> DecodeBatch:
-        """Encode new requests (their cross-attention K/V projected once) into a batch that has not joined yet."""
-        return DecodeBatch.prefill(self.runner, requests)
+    # --- joins and leaves -------------------------------------------------------------------------------
+    def prefill(self, requests: list[Request]) -> Encoded:
+        """Encode new requests and project their cross-attention K/V once; they join with `join`."""
+        src, src_mask = pad_batch([r.src for r in requests], self.runner.cfg.pad_id, self.runner.device)
+        return Encoded(requests, *self.runner.cross_kv(self.runner.encode(src, src_mask)), src_mask)
 
-    def join(self, new: DecodeBatch) -> None:
-        """New rows join before the next step. When that fails, the batch is restored without them (the cache may
-        have grown half-way) and the error raised; when restoring fails too, the batch is cleared and that raised."""
-        old = self.batch
-        if not self:
-            self.batch = new
-            return
+    def join(self, new: Encoded) -> None:
+        """Encoded requests join before the next step; when that fails, the running ones are as they were."""
+        if self.state is None:
+            self.state = DecodeState(self.runner.pool(new.cross_k), self.runner.cfg)
         try:
-            self.batch = old.concat(new)
-        except Exception:
-            try:
-                self.batch = old.filter(old.ids)  # its cache may hold part of the new rows
-            except Exception:
-                self.clear()
-                raise
-            raise
+            self.state.add(new)
+        finally:
+            self._settle()
 
     def keep(self, ids: Iterable[Hashable]) -> None:
-        """Only the requests in `ids` stay (the others leave before the next step)."""
-        if self.batch is not None:
-            self.batch = self.batch.filter(ids)
-
-    def step(self) -> list[StepOutput]:
-        """One decode step for every row and what each request got from it (with overlap: the step launched now
-        runs while the previous one is read back, and its outputs are that one's)."""
-        if self.overlap:
-            self.batch, outputs, self.pending = self.batch.step_ahead(self.runner, self.pending)
-        else:
-            self.batch, outputs = self.batch.step(self.runner)
-        if not self:
-            self.pending = None  # every request finished: a step launched for their rows is never read
-        return outputs
+        """Only the requests in `ids` stay; the others leave now and get nothing more (a step in flight included)."""
+        if self.state is None:
+            return
+        keep = set(ids)
+        for s in self.state.seqs:
+            s.left = s.id not in keep
+        self.state.keep([(s, s.width) for s in self.state.seqs if not s.left])
+        self._settle()
 
     def clear(self) -> None:
-        """No batch any more; a step still in flight ran only rows that left, and nothing of it is read."""
-        self.batch, self.pending = None, None
+        """No running request any more; a step still in flight is never read."""
+        self.state, self.pending = None, None
+
+    # --- steps ---------------------------------------------------------------------------------------
+    def step(self) -> list[StepOutput]:
+        """One decode step for every row, and what each request got: from this step, or with overlap from the step
+        launched before it (this one then runs while that one is booked)."""
+        if not self.overlap:
+            outputs = self._book(self._launch())
+        else:
+            pending, launched = self.pending, None
+            if pending is not None:  # one-row requests whose step in flight is their last run no further step
+                self.state.keep([(s, s.width) for s in self.state.seqs if not _last_launched(s)])
+            if self.state.rows:
+                launched = self._launch()
+            outputs = self._book(pending) if pending is not None else []
+            self.pending = launched
+        self._settle()
+        return outputs
+
+    def _settle(self) -> None:
+        """Once every request has left, nothing is running and nothing in flight is read."""
+        if self.state is not None and not self.state.seqs:
+            self.clear()
+
+    def _launch(self) -> Pending:
+        """Queue one step's device work for every row and start copying its choices to the host."""
+        st, cfg = self.state, self.runner.cfg
+        table = st.prepare()
+        forced = table.forced(st.row_steps(), cfg.eos_id) if table.forcing else []
+        b = iter(range(len(st.seqs)))
+        ran = [(s, s.first, next(b) if s.beam else -1, s.steps) for s in st.seqs]
+        logits = self.runner.step_logits(st).float()  # (N, V)
+        st.advance()
+        steps = st.pool.positions[: st.rows] - 1  # (N,) steps each row had launched before this one
+        scores, logprobs = _process(logits, cfg, table, steps, st.search.history, forced)
+        picked, moves = pick(scores, logprobs, table), None
+        if table.beam:
+            candidates = beam_candidates(scores, st.search.cum, st.search.rank, table.beam)
+            st.search, moves = beam_step(st.search, candidates, table.beam.knobs_at(steps), cfg.eos_id)
+        parents, source, tokens = _moved(picked.tokens, moves, table, st.rows, st.device)
+        if moves is not None:  # beam rows take their parents' self-attention K/V
+            at = table.beam.rows
+            rows, from_rows = (parents.new_tensor(range(st.rows)), parents) if at is None else (at, parents[at])
+            st.pool.reorder(rows, from_rows, st.max_length)
+        st.search, st.tokens = st.search.advance(parents, moves, source, tokens, steps), tokens
+        parts = picked.parts + (moves.packed() if moves else [])
+        places = st.search.score.shape[1]
+        return Pending(ran, picked, start_fetch(pack(parts)), st.rows, len(table.beams), places)
+
+    def _book(self, p: Pending) -> list[StepOutput]:
+        """The step's choices read on the host and taken by the requests that ran it and are still running: what each
+        got; finished ones leave, beam requests narrow to their live beams."""
+        st, eos = self.state, self.runner.cfg.eos_id
+        tokens, logprobs, rest = unpack(p.readback.wait(), p.picked, p.rows)
+        host = HostMoves.read(rest, p.groups, p.places) if p.groups else None
+        outputs, ended, widths = [], [], {}
+        for seq, first, b, step in p.ran:
+            if seq.left or not seq.width:
+                continue
+            if b >= 0:
+                out = StepOutput(seq.id, stable=host.stable(b))
+                widths[id(seq)] = 0 if host.done[b] else host.n[b]
+                if host.done[b]:
+                    ended.append((seq, out))
+            else:
+                token = tokens[first]
+                result = seq.take(token, None if logprobs is None else logprobs[first], step, eos)
+                out = StepOutput(seq.id, token, None if result is None else [result])
+                if result is not None:
+                    widths[id(seq)] = 0
+            outputs.append(out)
+        if ended:
+            beams = {id(s): g for g, s in enumerate(st.beams())}
+            counts = [s.params.num_hypotheses for s, _ in ended]
+            found = st.search.hypotheses([beams[id(s)] for s, _ in ended], counts)
+            for (_, out), hyps in zip(ended, found, strict=True):
+                out.hypotheses = hyps
+        if widths:
+            kept = [(s, widths.get(id(s), s.width)) for s in st.seqs]
+            st.keep([(s, w) for s, w in kept if w])
+            for s, w in kept:
+                s.width = w  # 0: finished, and any step still in flight for it is not booked
+        return outputs
+
+
+def _last_launched(seq: Seq) -> bool:
+    """Whether a one-row request's last step is launched already, whatever it picks (its length limit)."""
+    return not seq.beam and seq.steps >= seq.params.max_new_tokens
+
+
+def _process(
+    logits: Tensor, cfg: ModelConfig, table: RowTable, steps: Tensor, history: Tensor, forced: list[tuple[int, int]]
+) -> tuple[Tensor, Tensor | None]:
+    """Logit processing: the scores the choice ranks (log-probabilities for beam rows, logits for the others) after
+    every per-row processor (each row `steps` (N,) tokens into its output; `forced` tokens as (row, token)), and the
+    log-probabilities when any row keeps scores."""
+    logprobs = logits.log_softmax(-1) if table.scored else None
+    if table.beam_rows == len(table.params):
+        scores = logprobs  # processed in place: no greedy row reads the log-probabilities
+    elif table.beam_rows == 0:
+        scores = logits
+    else:
+        scores = torch.where(table.is_beam[:, None], logprobs, logits)
+    process(scores, cfg, table, steps, history, forced)
+    return scores, logprobs
+
+
+def _moved(picked: Tensor | None, moves: Moves | None, table: RowTable, n: int, device: torch.device
+           ) -> tuple[Tensor, Tensor, Tensor]:  # fmt: skip
+    """Every row after a step, on the device: its parent row, its flat index into the beam moves (-1: not a beam
+    row) and its token (N,) each."""
+    parents, source = torch.arange(n, device=device), torch.full((n,), -1, dtype=torch.long, device=device)
+    if moves is None:
+        return parents, source, picked
+    b = table.beam
+    moved = (b.knobs.first[:, None] + moves.parent).flatten().index_select(0, b.flat)  # (Nb,) parent rows
+    token = moves.token.flatten().index_select(0, b.flat)
+    if b.rows is None:  # every row is a beam row
+        return moved, b.flat, token
+    tokens = picked.index_copy(0, b.rows, token)
+    return parents.index_copy(0, b.rows, moved), source.index_copy(0, b.rows, b.flat), tokens

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
@@ -14,7 +15,9 @@ from model.params import DecodeParams
 from model.runner.beams import Knobs
 from model.runner.processors import Penalties
 from model.runner.transfer import upload_parts
-from model.search import Group
+
+if TYPE_CHECKING:
+    from model.runner.state import Seq
 
 
 @dataclass
@@ -44,8 +47,6 @@ class RowTable:
     with their temperature, top-k and top-p (S, 3), each row's minimum new tokens (N,) (None when no row has one),
     the penalties, and the beam groups' constants."""
 
-    groups: list[Group]
-    widths: list[int]
     places: int  # the beam moves' places per group: the batch's widest beam state
     params: list[DecodeParams]  # per row
     beams: list[tuple[int, int]]  # per beam group: first row and width
@@ -63,7 +64,7 @@ class RowTable:
     beam: Beams | None
 
     @classmethod
-    def of(cls, groups: list[Group], places: int, vocab: int, device: torch.device) -> RowTable:
+    def of(cls, groups: list[Seq], places: int, vocab: int, device: torch.device) -> RowTable:
         """The table of `groups` in row order, whose beam moves hold `places` per group (one upload)."""
         of_row = groups_of_rows(groups)
         params = [g.params for g in of_row]
@@ -84,7 +85,7 @@ class RowTable:
         t = dict(zip(parts, upload_parts(list(parts.values()), device), strict=True))
         get = lambda name, cast: cast(t[name]) if name in t else None  # noqa: E731
         return cls(
-            list(groups), [g.width for g in groups], places, params, beams, sampled,
+            places, params, beams, sampled,
             [of_row[r].generator for r in sampled], any(params[r].top_k > 0 or params[r].top_p < 1 for r in sampled),
             any(p.scored for p in params), n_beam,
             [(r, p) for r, p in enumerate(params) if p.forced_bos_id is not None or p.forced_eos],
@@ -92,25 +93,17 @@ class RowTable:
             get("min_new", Tensor.long), Penalties.of(params, device), _beams(t, groups, beams) if beams else None,
         )  # fmt: skip
 
-    def fits(self, groups: list[Group], places: int) -> bool:
-        """Whether this is the table of `groups` (the same requests in the same order and widths) and `places`."""
-        return (
-            places == self.places
-            and len(groups) == len(self.groups)
-            and all(a is b and a.width == w for a, b, w in zip(groups, self.groups, self.widths, strict=True))
-        )
-
     def forced(self, steps: list[int], eos_id: int) -> list[tuple[int, int]]:
         """The rows that must take one token at this step, each (row, token), after `steps` generated per row."""
         return [(r, t) for r, p in self.forcing if (t := p.forced_token(steps[r], eos_id)) is not None]
 
 
-def groups_of_rows(groups: list[Group]) -> list[Group]:
+def groups_of_rows(groups: list[Seq]) -> list[Seq]:
     """The group of every row, in row order."""
     return [g for g in groups for _ in range(g.width)]
 
 
-def _beams(t: dict[str, Tensor], groups: list[Group], beams: list[tuple[int, int]]) -> Beams:
+def _beams(t: dict[str, Tensor], groups: list[Seq], beams: list[tuple[int, int]]) -> Beams:
     """The beam groups' part of the table of `groups` from its uploaded parts `t`."""
     cols = t["knobs"].T  # (7, G)
     size, limit, first, keep = cols[:4].long()
@@ -121,7 +114,7 @@ def _beams(t: dict[str, Tensor], groups: list[Group], beams: list[tuple[int, int
 
 
 def _beam_parts(
-    groups: list[Group], beams: list[tuple[int, int]], places: int, vocab: int, mixed: bool
+    groups: list[Seq], beams: list[tuple[int, int]], places: int, vocab: int, mixed: bool
 ) -> dict[str, list]:
     """The host values of the beam groups' constants and row layout (see `Beams`)."""
     width = max(w for _, w in beams)

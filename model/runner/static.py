@@ -6,27 +6,32 @@ runs over one of a few spans, so a step's tensors keep their shapes and addresse
 Cross-attention reads one slot per row (greedy and sampling) or, when a request has several rows (beams), each row's
 query is gathered into `max_width` places per slot (over the padded row count's slots, at most `max_slots`) through
 index buffers that are filled in place. As vLLM's and SGLang's graph runners do, a batch runs the graph of the next
-captured size; a batch above the largest size, or one that does not fit the buffers, runs the model's own eager
-step at its exact shapes.
+captured size; a batch above the largest size, or one whose pool outgrew the buffers (it then runs on grown copies
+until it empties), runs the eager step at its exact shapes.
 """
 
 from __future__ import annotations
 
 import bisect
 import contextlib
+import dataclasses
 import itertools
 import weakref
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from model.runner.cache import DecoderCache
 from model.runner.eager import Eager
+from model.runner.pool import KVPool
 from model.runner.slots import plan
 from model.runner.transfer import upload
 from model.step import Groups, StepInputs
 from model.transformer import Seq2SeqTransformer
+
+if TYPE_CHECKING:
+    from model.runner.state import DecodeState
 
 # attention kernels whose plans do not depend on the shapes (cuDNN's are built per new shape: 55 -> 19 ms per step on
 # an H100 under continuous batching once it was off)
@@ -50,8 +55,8 @@ def span_sizes(limit: int) -> list[int]:
 
 
 class StaticDecoder:
-    """The model with a static-shape decode step: `decode_step(tokens, cache)` moves the cache's rows into the
-    preallocated buffers once, then every step runs padded (a CUDA graph replay where one was captured)."""
+    """The model with a static-shape decode step over a pool allocated once: every step of a batch that fits runs
+    padded, a CUDA graph replay where one was captured."""
 
     def __init__(
         self, model: Seq2SeqTransformer, max_rows: int, max_positions: int, max_source: int, max_width=8, max_slots=0
@@ -65,80 +70,82 @@ class StaticDecoder:
         # source slots (0: one per row): a padded step of one row per slot reads as many slots as it has rows
         self.slots = self.rows[bisect.bisect_left(self.rows, min(max_slots or max_rows, max_rows))]
         weight = model.out_proj.weight
-        empty = lambda n, t: weight.new_zeros(cfg.decoder_layers, n, cfg.n_heads, t, cfg.head_dim)  # noqa: E731
-        self.home = DecoderCache(
-            empty(max_rows, self.positions), empty(max_rows, self.positions),
-            empty(self.slots, self.source), empty(self.slots, self.source),
-            torch.zeros(self.slots, self.source, dtype=torch.bool, device=weight.device),
-            torch.zeros(max_rows, dtype=torch.long, device=weight.device),
-            rows=0, src_lens=[], starts=[], row_slots=[],
-        )  # fmt: skip
+        sizes = (max_rows, self.positions, self.slots, self.source)
+        self.home = KVPool.empty(weight, cfg.decoder_layers, cfg.n_heads, cfg.head_dim, sizes)  # the graphs read it
         self.tokens = torch.zeros(max_rows, dtype=torch.long, device=weight.device)  # (R,) inputs of a step
         self.gather = torch.zeros(self.slots * max_width, dtype=torch.long, device=weight.device)  # (G*W,) places
         self.scatter = torch.zeros(max_rows, dtype=torch.long, device=weight.device)  # (R,) each row's place
         self.planned: tuple[int, list[int]] | None = None  # (rows, row slots) the index buffers hold
         self.logits = torch.zeros(max_rows, cfg.tgt_vocab_size, device=weight.device)  # (R, V) float32 outputs
-        self.buffer = self.home.k_buf  # the graphs read these buffers: they must never be replaced
         self.graphs: dict[tuple[int, int, int], torch.cuda.CUDAGraph] = {}
-        self.owner: weakref.ref[DecoderCache] | None = None
+        self.lent: weakref.ref[KVPool] | None = None  # the pool over the static buffers a batch holds
 
     @property
     def device(self) -> torch.device:
         """The model's device."""
         return self.model.device
 
-    def start_cache(self, memory: Tensor, src_mask: Tensor, capacity: int = 32, rows: int = 0) -> DecoderCache:
-        """A new batch's cache, as the eager runner makes it (it moves into the static buffers at its first step)."""
-        return self.eager.start_cache(memory, src_mask, capacity, rows)
-
     def encode(self, src: Tensor, src_mask: Tensor) -> Tensor:
         """The model's encoder, on attention kernels with stable plans."""
         with self.attention():
             return self.model.encode(src, src_mask)
+
+    def cross_kv(self, memory: Tensor) -> tuple[Tensor, Tensor]:
+        """Every decoder layer's cross-attention K/V of `memory`, each (L, B, H, S, D)."""
+        return self.model.cross_kv(memory)
+
+    def pool(self, like: Tensor) -> KVPool:
+        """The static buffers for a new batch, unless another batch still holds them (that one then runs eagerly)."""
+        if self.lent is not None and self.lent() is not None:
+            return self.eager.pool(like)
+        self.home.positions.zero_()
+        pool = dataclasses.replace(self.home, presize=False)  # its own view: growing it leaves the buffers alone
+        self.lent = weakref.ref(pool)
+        return pool
 
     @staticmethod
     def attention() -> contextlib.AbstractContextManager:
         """Scaled-dot-product attention without the backends that plan per shape."""
         return sdpa_kernel(STABLE_ATTENTION)
 
-    def decode_step(self, tokens: Tensor, cache: DecoderCache) -> Tensor:
-        """One step of `cache`'s rows (tokens (N,)): padded to static shapes when they fit; logits (N, V)."""
-        key = self._key(cache)
+    def step_logits(self, state: DecodeState) -> Tensor:
+        """One step of the state's rows: padded to static shapes when they fit the buffers; logits (N, V)."""
+        key = self._key(state)
         if key is None:
             with self.attention():
-                return self.eager.decode_step(tokens, cache)
-        n = cache.rows
-        self.tokens[:n].copy_(tokens)
-        groups = self._groups(key[0], key[2], cache)  # refills the index buffers that the graphs read
+                return self.eager.step_logits(state)
+        n = state.rows
+        self.tokens[:n].copy_(state.tokens)
+        layout = self._groups(key[0], key[2], state.row_slots)  # refills the index buffers that the graphs read
         if key in self.graphs:
             self.graphs[key].replay()
         else:
             with self.attention():
-                self._forward(self._inputs(key, cache, groups))
-        cache.advance()
+                self._forward(self._inputs(key, layout))
         return self.logits[:n]
 
-    def _inputs(self, key: tuple[int, int, int], cache: DecoderCache, groups: Groups | None) -> StepInputs:
-        """The padded step's inputs for `key` (rows, span, width) over `cache`, which lives in the static buffers,
-        with its query layout `groups`."""
+    def _inputs(self, key: tuple[int, int, int], layout: Groups | None) -> StepInputs:
+        """The padded step's inputs for `key` (rows, span, width) over the static buffers, read through `layout`."""
         rows, span, _ = key
-        return cache.inputs(self.tokens[:rows], (rows, min(span, self.positions), min(span, self.source)), groups)
+        slots = rows if layout is None else layout.gather.numel() // layout.width
+        extent = (rows, min(span, self.positions), min(span, self.source))
+        return self.home.inputs(self.tokens[:rows], extent, slots, False, layout)
 
     def _forward(self, inputs: StepInputs) -> None:
         """The padded step's device work: logits of its rows into the output buffer (as float32)."""
         self.logits[: inputs.rows].copy_(self.model.step_logits(inputs))
 
-    def _groups(self, rows: int, width: int, cache: DecoderCache) -> Groups | None:
+    def _groups(self, rows: int, width: int, row_slots: list[int]) -> Groups | None:
         """The padded step's query layout over min(rows, slots) slots, in the persistent index buffers (refilled in
         place when the rows' slots changed); None when row i reads slot i."""
         if width == 1:
             return None
         slots = min(rows, self.slots)
-        if self.planned != (rows, cache.row_slots):
-            gather, scatter = plan(cache.row_slots, slots, width)
+        if self.planned != (rows, row_slots):
+            gather, scatter = plan(row_slots, slots, width)
             self.gather[: slots * width].copy_(upload(gather, torch.long, self.gather.device))
             self.scatter[:rows].copy_(upload(scatter + [0] * (rows - len(scatter)), torch.long, self.gather.device))
-            self.planned = (rows, list(cache.row_slots))
+            self.planned = (rows, list(row_slots))
         return Groups(width, self.gather[: slots * width], self.scatter[:rows])
 
     def keys(self) -> list[tuple[int, int, int]]:
@@ -146,48 +153,38 @@ class StaticDecoder:
         shapes = itertools.product(*(reversed(s) for s in (self.rows, self.spans, self.widths)))
         return [(rows, span, width) for rows, span, width in shapes if width > 1 or rows <= self.slots]
 
-    def _key(self, cache: DecoderCache) -> tuple[int, int, int] | None:
-        """(padded rows, span, query places per slot) for the cache's next step, or None when it runs eagerly at its
-        own shapes."""
-        if cache.rows > self.rows[-1] or cache.max_length + 1 > self.positions or cache.src_len > self.source:
+    def _key(self, state: DecodeState) -> tuple[int, int, int] | None:
+        """(padded rows, span, query places per slot) for the state's next step, or None when it runs eagerly at its
+        own shapes (it does not fit the captured sizes, or its pool outgrew the static buffers)."""
+        pool, length, source = state.pool, state.max_length + 1, state.src_len
+        if pool.k is not self.home.k or pool.ck is not self.home.ck:
             return None
-        if cache.slots > self.slots:
+        if state.rows > self.rows[-1] or length > self.positions or source > self.source:
             return None
-        width = 1 if cache.groups is None else self.widths[-1]
-        if cache.groups is not None and cache.groups.width > width:
+        if len(state.seqs) > self.slots:
             return None
-        if not self._holds(cache):
+        width = 1 if state.layout is None else self.widths[-1]
+        if state.layout is not None and state.layout.width > width:
             return None
-        rows = self.rows[bisect.bisect_left(self.rows, cache.rows)]
-        return rows, self.spans[bisect.bisect_left(self.spans, max(cache.max_length + 1, cache.src_len))], width
-
-    def _holds(self, cache: DecoderCache) -> bool:
-        """Whether `cache` lives in the static buffers; it moves in (one copy) when no other live cache holds them."""
-        if cache.k_buf is self.buffer and cache.ck_buf is self.home.ck_buf:
-            return True
-        owner = self.owner() if self.owner is not None else None
-        if owner is not None and owner is not cache and owner.k_buf is self.buffer:
-            return False  # another batch decodes with them: this one runs eagerly
-        cache.relocate_(self.home)  # also back in after its slots or sources outgrew them (then it ran eagerly)
-        assert cache.k_buf is self.buffer and cache.ck_buf is self.home.ck_buf, "the static buffers grew"
-        self.owner = weakref.ref(cache)
-        return True
+        rows = self.rows[bisect.bisect_left(self.rows, state.rows)]
+        return rows, self.spans[bisect.bisect_left(self.spans, max(length, source))], width
 
     @torch.inference_mode()
     def capture(self) -> int:
         """Capture the padded step of every key (rows, span, width) as a CUDA graph, largest first so that the smaller
         ones reuse its memory (one pool); returns how many. Only before serving: warming up writes into the buffers."""
-        if self.home.k_buf.device.type != "cuda":
+        if self.home.k.device.type != "cuda":
             return 0
         pool, stream = torch.cuda.graph_pool_handle(), torch.cuda.Stream()
         stream.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(stream), self.attention():
             for key in self.keys():
-                inputs = self._inputs(key, self.home, self._groups(key[0], key[2], self.home))
+                inputs = self._inputs(key, self._groups(key[0], key[2], []))
                 self._forward(inputs)  # warm-up outside the graph: kernels pick their algorithms
                 graph = torch.cuda.CUDAGraph()
                 with torch.cuda.graph(graph, pool=pool, stream=stream, capture_error_mode="thread_local"):
                     self._forward(inputs)
                 self.graphs[key] = graph
         torch.cuda.current_stream().wait_stream(stream)
+        self.home.positions.zero_()
         return len(self.graphs)

@@ -29,7 +29,7 @@ FRONT = b"front"
 
 
 class Faulty:
-    """The real model, failing on demand: encode raises for a poisoned source; decode_step raises once when armed."""
+    """The real model, failing on demand: encode raises for a poisoned source; step_logits raises once when armed."""
 
     def __init__(self, model, poison: list[int]):
         self.model, self.poison = Eager(model), torch.tensor(poison)
@@ -47,13 +47,13 @@ class Faulty:
             raise RuntimeError("poisoned input")
         return self.model.encode(src, src_mask)
 
-    def decode_step(self, tokens, cache):
+    def step_logits(self, state):
         if self.step_error is not None:
             error, self.step_error = self.step_error, None
             raise error
         if self.step_delay:
             time.sleep(self.step_delay)
-        return self.model.decode_step(tokens, cache)
+        return self.model.step_logits(state)
 
 
 class Fatal(BaseException):

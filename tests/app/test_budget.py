@@ -111,6 +111,6 @@ def test_64_default_requests_of_a_beam_4_checkpoint_start_in_one_wave(tmp_path):
     core.run_round()
     assert core.load == (0, 64)
     core.run_round()
-    assert core.loop.batch.rows == 256
+    assert core.loop.rows == 256
     assert core.reserved == sum(len(ck.tokenizer.encode(t)) + 4 * 511 for t in texts)
     core.fail_all("done")

@@ -10,7 +10,8 @@ import torch
 from app.engine.messages import Update
 from app.engine.proc import make_core as engine_core
 from app.settings import Settings
-from model.runner.batch import DecodeBatch
+from model.runner.beams import BeamState
+from model.runner.state import DecodeState
 from tests.app.inprocess import POISON, TEXTS, make_core, oracle, rounds, submit
 
 CASES = [
@@ -128,33 +129,30 @@ def test_decode_failure_fails_the_batch_but_not_the_core(faulty, checkpoint):
     )
 
 
-def fail_once(monkeypatch, name: str, after_original_work: bool) -> None:
-    """DecodeBatch.<name> raises an out-of-memory error once; with `after_original_work`, after it changed the
-    cache in place (as a failed allocation late in concat would)."""
-    original, armed = getattr(DecodeBatch, name), [True]
+def fail_once(monkeypatch, owner: type, name: str) -> None:
+    """owner.<name> raises an out-of-memory error once."""
+    original, armed = getattr(owner, name), [True]
 
     def broken(self, *args):
         if not armed:
             return original(self, *args)
         armed.clear()
-        if after_original_work:
-            self.cache.append_(args[0].cache)
         raise torch.OutOfMemoryError("injected: out of memory")
 
-    monkeypatch.setattr(DecodeBatch, name, broken)
+    monkeypatch.setattr(owner, name, broken)
 
 
 def test_failed_join_fails_only_the_newcomers(monkeypatch, checkpoint):
-    """concat runs out of memory after growing the cache: the joining request fails, the running one goes on to
-    the oracle's answer (its batch is restored), and the core serves the next request."""
+    """A join runs out of memory after the pool grew and took the new sources: the joining request fails, the running
+    one goes on to the oracle's answer (its state untouched), and the core serves the next request."""
     core = make_core(checkpoint.model)
     forced = {"min_new_tokens": 20, "max_new_tokens": 20}
     (running,) = submit(core, checkpoint, [TEXTS[1]], first=1, **forced)
     first = rounds(core, limit=3)
-    fail_once(monkeypatch, "concat", after_original_work=True)
+    fail_once(monkeypatch, BeamState, "concat")  # the join's last allocation
     (joining,) = submit(core, checkpoint, [TEXTS[0]], first=2, **forced)
     core.run_round()
-    assert core.loop.batch.cache.rows == core.loop.batch.rows == 1  # the half-joined row left the cache too
+    assert core.loop.ids == [(b"front", running)] and core.loop.rows == 1
     got = results(first + [core.flush().get(b"front", Update())] + rounds(core))
     assert got[joining].error_type == "generation" and "joining the batch failed" in got[joining].error
     assert "out of memory" in got[joining].error
@@ -165,17 +163,17 @@ def test_failed_join_fails_only_the_newcomers(monkeypatch, checkpoint):
 
 
 def test_failed_filter_fails_the_batch_and_the_core_goes_on(monkeypatch, checkpoint):
-    """filter (an abort makes rows leave) runs out of memory: the requests of that batch fail, nothing is left
-    running, and the core serves the next request correctly."""
+    """Rows leaving (an abort) runs out of memory: the requests of that batch fail, nothing is left running, and the
+    core serves the next request correctly."""
     core = make_core(checkpoint.model)
     ids = submit(core, checkpoint, TEXTS[:3], first=1, max_new_tokens=255, min_new_tokens=255)
     rounds(core, limit=2)
-    fail_once(monkeypatch, "filter", after_original_work=False)
+    fail_once(monkeypatch, DecodeState, "keep")
     core.abort(b"front", [ids[0]])
     got = results(rounds(core))
     assert ids[0] not in got  # aborted: nothing to send
     assert all(got[i].error_type == "generation" and "filter failed" in got[i].error for i in ids[1:])
-    assert core.load == (0, 0) and core.reserved == 0 and core.loop.batch is None
+    assert core.load == (0, 0) and core.reserved == 0 and core.loop.state is None
     (later,) = submit(core, checkpoint, [TEXTS[3]], first=10, max_new_tokens=30)
     assert (
         results(rounds(core))[later].hypotheses[0].tokens == oracle(checkpoint, TEXTS[3], max_new_tokens=30)[0].tokens

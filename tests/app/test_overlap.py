@@ -113,7 +113,7 @@ def test_a_failed_step_with_one_in_flight_fails_its_batch_only(faulty, checkpoin
     assert flight[:3] == [True] * 3
     got = {r.id: r for u in first for r in u.results}
     assert all("decoding failed: device fell over" in got[i].error for i in ids)
-    assert core.loop.pending is None and core.loop.batch is None and core.reserved == 0
+    assert core.loop.pending is None and core.loop.state is None and core.reserved == 0
     again = submit(core, checkpoint, TEXTS[2:], first=10, stream=True, max_new_tokens=30)
     updates, _ = play(core, {0: lambda core: None})
     reference = make_core(checkpoint.model)

@@ -14,7 +14,7 @@ from model.layers import (
     causal_mask,
     sinusoidal_table,
 )
-from model.runner.batch import pad_batch
+from model.runner.loop import pad_batch
 from model.transformer import DecoderLayer, EncoderLayer, Seq2SeqTransformer
 
 

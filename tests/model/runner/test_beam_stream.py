@@ -8,11 +8,11 @@ import torch
 
 from model.checkpoint import load
 from model.params import DecodeParams
-from model.runner.batch import DecodeBatch
 from model.runner.beams import BeamState, HostMoves, Knobs, step
 from model.runner.choice import pack
-from model.runner.eager import Eager
-from model.search import Group, Request
+from model.runner.loop import DecodeLoop
+from model.search import Request
+from tests.model.runner.test_beams import Beam, take
 
 EOS = 1
 
@@ -22,7 +22,7 @@ class OneGroup:
 
     def __init__(self, beam_size: int = 2, **params):
         params = DecodeParams(beam_size=beam_size, max_new_tokens=10, **params)
-        self.group = Group(Request(0, [5, EOS], params), EOS, 0, width=beam_size)
+        self.group = Beam(params, beam_size)
         self.state = BeamState.start([beam_size], 16, torch.device("cpu"))
 
     def step(self, *pool: tuple[float, int, int]) -> list[int]:
@@ -32,7 +32,7 @@ class OneGroup:
         knobs = [p.beam_size, p.max_new_tokens, g.steps, 0, len(pool), p.length_penalty, p.early_stopping, p.forced_eos]
         self.state, moves = step(self.state, (score.float(), parent, token), Knobs.of([knobs], score.device), EOS)
         host = HostMoves.read(pack(moves.packed()), 1, self.state.score.shape[1])
-        rows = host.take(g, 0, 0)
+        rows = take(host, g, 0, 0)
         parents, source, tokens, at = torch.tensor(list(zip(*rows, strict=True)) or [[]] * 4, dtype=torch.long)
         self.state = self.state.advance(parents, moves, source, tokens, at)
         return host.stable(0)
@@ -106,10 +106,10 @@ def test_every_stable_token_starts_the_final_best_output(family, request):
     ]
     streamed, results, early = {r.id: [] for r in requests}, {}, 0
     with torch.inference_mode():
-        batch = DecodeBatch.prefill(Eager(ck.model), requests)
-        while len(batch):
-            batch, outputs = batch.step(Eager(ck.model))
-            for out in outputs:
+        loop = DecodeLoop(ck.model)
+        loop.join(loop.prefill(requests))
+        while loop:
+            for out in loop.step():
                 streamed[out.id] += out.stable
                 if out.finished:
                     results[out.id] = out.hypotheses[0].tokens

@@ -11,7 +11,7 @@ import torch
 from model.params import DecodeParams
 from model.runner.beams import WINDOW, BeamState, HostMoves, Knobs, step
 from model.runner.choice import pack
-from model.search import Group, Hypothesis, Request
+from model.search import Hypothesis
 
 EOS, VOCAB, DEAD = 1, 6, -1.0e9
 
@@ -102,7 +102,7 @@ def test_device_steps_equal_the_host_bookkeeping():
             for _ in range(rng.randint(1, 4))
         ]
         refs = [Reference(p) for p in params]
-        groups = [Group(Request(i, [5, EOS], p), EOS, 0, width=p.beam_size) for i, p in enumerate(params)]
+        groups = [Beam(p, p.beam_size) for p in params]
         state = BeamState.start([p.beam_size for p in params], WINDOW + 1, torch.device("cpu"))
         streams, ref_streams = [[] for _ in params], [[] for _ in params]
         while any(g.width for g in groups):
@@ -123,7 +123,25 @@ def test_device_steps_equal_the_host_bookkeeping():
         assert streams == ref_streams, trial
 
 
-def _device_step(state: BeamState, groups: list[Group], pools: list[list]) -> tuple[BeamState, HostMoves]:
+@dataclass
+class Beam:
+    """A beam request as the tests drive it: its parameters, live rows and steps taken."""
+
+    params: DecodeParams
+    width: int
+    steps: int = 0
+
+
+def take(host: HostMoves, g: Beam, b: int, first: int) -> list[tuple[int, int, int, int]]:
+    """Beam request `g` (group b, first row `first`) takes its step, as the decode loop books it: its new rows as
+    (parent row, flat index into the moves, token, position written), none once done."""
+    g.steps += 1
+    g.width = 0 if host.done[b] else host.n[b]
+    places = len(host.parent[b])
+    return [(first + host.parent[b][j], b * places + j, host.token[b][j], g.steps - 1) for j in range(g.width)]
+
+
+def _device_step(state: BeamState, groups: list[Beam], pools: list[list]) -> tuple[BeamState, HostMoves]:
     """One device step of `groups` (rows in blocks, in order) from their pools, as the batch drives it."""
     width = max(len(p) for p in pools)
     pad = lambda p, i, v: [c[i] for c in p] + [v] * (width - len(p))  # noqa: E731
@@ -141,13 +159,13 @@ def _device_step(state: BeamState, groups: list[Group], pools: list[list]) -> tu
     first, rows = 0, []
     for b, g in enumerate(groups):
         width = g.width
-        rows += host.take(g, b, first)
+        rows += take(host, g, b, first)
         first += width
     parents, source, tokens, at = torch.tensor(list(zip(*rows, strict=True)) or [[]] * 4, dtype=torch.long)
     return state.advance(parents, moves, source, tokens, at), host
 
 
-def _beams(state: BeamState, groups: list[Group], live: list[int]) -> list[list[list[int]]]:
+def _beams(state: BeamState, groups: list[Beam], live: list[int]) -> list[list[list[int]]]:
     """The live groups' beams' tokens, in row order, from the device history."""
     history, out, row = state.history.tolist(), [], 0
     for i in live:

@@ -3,14 +3,15 @@ each row's own generator, and a step brings its choices to the host in one copy.
 
 import torch
 
-import model.runner.batch as batch_module
 import model.runner.beams as beams_module
+import model.runner.loop as loop_module
 from model.params import DecodeParams
-from model.runner.batch import DecodeBatch
 from model.runner.choice import beam_candidates, sample
-from model.runner.eager import Eager
+from model.runner.loop import DecodeLoop
 from model.runner.rows import RowTable
-from model.search import Group, Request
+from model.runner.state import Seq
+from model.runner.transfer import start_fetch
+from model.search import Request
 from tests.model.runner.test_decoding import MIXED, _src
 
 GREEDY, BEAM2, BEAM4 = DecodeParams(), DecodeParams(beam_size=2), DecodeParams(beam_size=4)
@@ -18,7 +19,7 @@ GREEDY, BEAM2, BEAM4 = DecodeParams(), DecodeParams(beam_size=2), DecodeParams(b
 
 def table_of(layout: list[tuple[DecodeParams, int]], vocab: int) -> RowTable:
     """The row table of groups of (parameters, width), in row order."""
-    groups = [Group(Request(i, [1], p), 1, 0, width=w) for i, (p, w) in enumerate(layout)]
+    groups = [Seq(Request(i, [1], p), 0, w, 1) for i, (p, w) in enumerate(layout)]
     return RowTable.of(groups, max(p.beam_size for p, _ in layout), vocab, torch.device("cpu"))
 
 
@@ -104,13 +105,14 @@ def test_a_step_copies_to_the_host_once(model, monkeypatch):
     """Greedy, beams, sampling, penalties and rows leaving: one device-to-host fetch per step, and one more at each
     step where beam requests end (their hypotheses)."""
     fetched, ended = [], []
-    monkeypatch.setattr(batch_module, "fetch", lambda x: fetched.append(x) or x)
+    monkeypatch.setattr(loop_module, "start_fetch", lambda x: fetched.append(x) or start_fetch(x))
     monkeypatch.setattr(beams_module, "fetch", lambda x: ended.append(x) or x)
-    batch = DecodeBatch.prefill(Eager(model), [Request(i, _src(i), p) for i, p in enumerate(MIXED)])
+    loop = DecodeLoop(model)
     steps, beam_ends = 0, 0
     with torch.inference_mode():
-        while len(batch):
-            batch, outputs = batch.step(Eager(model))
+        loop.join(loop.prefill([Request(i, _src(i), p) for i, p in enumerate(MIXED)]))
+        while loop:
+            outputs = loop.step()
             steps += 1
             beam_ends += any(o.finished and o.token is None for o in outputs)
     assert len(fetched) == steps > 10 and len(ended) == beam_ends >= 1

@@ -8,9 +8,9 @@ import torch
 from bench.harness.fixtures import tiny_config
 from model.generate import generate
 from model.params import DecodeParams
-from model.runner.batch import DecodeBatch, place
 from model.runner.choice import warp
-from model.runner.eager import Eager
+from model.runner.loop import DecodeLoop
+from model.runner.state import place
 from model.search import Request
 from model.transformer import Seq2SeqTransformer
 from tests.model.runner import cache_oracle
@@ -129,18 +129,18 @@ def test_parameters_are_validated():
 def continuous(runner, requests: list[Request]) -> dict:
     """Decode `requests` as a running batch: joins every step, request 1 (beams) aborted at step 3, finishes at
     different steps; results by id. Each step the batch's token count is checked against its cache."""
-    runner = Eager(runner) if isinstance(runner, torch.nn.Module) else runner
-    batch = DecodeBatch.prefill(runner, requests[:2])
-    pending, results, step = requests[2:], {}, 0
+    loop = DecodeLoop(runner)
+    pending, results, step = requests, {}, 0
     with torch.inference_mode():
-        while len(batch) or pending:
+        while loop or pending:
             if pending:
-                joining, pending = pending[: 1 + step % 2], pending[1 + step % 2 :]
-                batch = batch.concat(DecodeBatch.prefill(runner, joining))
+                n = 3 if not step else 1 + step % 2
+                joining, pending = pending[:n], pending[n:]
+                loop.join(loop.prefill(joining))
             if step == 3:
-                batch = batch.filter([i for i in batch.ids if i != 1])
-            batch, outputs = batch.step(runner)
-            assert batch.cache_tokens() == (cache_oracle.tokens(batch.cache) if len(batch) else 0)
+                loop.keep([i for i in loop.ids if i != 1])
+            outputs = loop.step()
+            assert loop.cache_tokens() == (cache_oracle.tokens(loop.state) if loop else 0)
             results.update((o.id, o.hypotheses) for o in outputs if o.finished)
             step += 1
     return results
@@ -184,11 +184,12 @@ def test_bad_words_and_forced_tokens(model):
 def test_a_stream_ends_with_eos_also_when_it_is_forced_at_the_limit(model):
     """forced_eos: the last step's token is EOS (the output does not keep it, its reason is "length"), not the
     previous token a second time."""
-    batch = DecodeBatch.prefill(Eager(model), [Request(0, _src(4), DecodeParams(max_new_tokens=5, forced_eos=True))])
+    loop = DecodeLoop(model)
     streamed = []
     with torch.inference_mode():
-        while len(batch):
-            batch, (out,) = batch.step(Eager(model))
+        loop.join(loop.prefill([Request(0, _src(4), DecodeParams(max_new_tokens=5, forced_eos=True))]))
+        while loop:
+            (out,) = loop.step()
             streamed.append(out.token)
     (hyp,) = out.hypotheses
     assert streamed == [*hyp.tokens, 1] and len(hyp.tokens) == 4 and hyp.finish_reason == "length"

@@ -54,9 +54,9 @@ class Counting:
     def __getattr__(self, name):
         return getattr(self.runner, name)
 
-    def decode_step(self, tokens, cache):
-        self.rows += cache.rows
-        return self.runner.decode_step(tokens, cache)
+    def step_logits(self, state):
+        self.rows += state.rows
+        return self.runner.step_logits(state)
 
 
 def _wasted(requests: list[Request], results: list) -> int:
@@ -111,7 +111,7 @@ def drive(runner, schedule: dict[int, list[tuple[str, list]]], overlap: bool) ->
                     loop.keep([i for i in loop.ids if i not in arg])
             if loop:
                 outputs = loop.step()
-                assert loop.cache_tokens() == (cache_oracle.tokens(loop.batch.cache) if loop else 0)
+                assert loop.cache_tokens() == (cache_oracle.tokens(loop.state) if loop else 0)
                 for o in outputs:
                     assert o.id not in run.results and o.id not in run.aborted, o.id
                     run.streams[o.id] += [o.token] if o.token is not None else o.stable

@@ -5,18 +5,15 @@ equals the request decoded alone, sequential and overlapped; a step whose rows s
 from __future__ import annotations
 
 import dataclasses
+import sys
 
 import pytest
 import torch
 
-import model.runner.batch as batch_module
-import model.runner.beams as beams_module
-import model.runner.processors as processors_module
 import model.runner.transfer as transfer_module
 from model.generate import generate
 from model.params import DecodeParams
-from model.runner.batch import DecodeBatch
-from model.runner.eager import Eager
+from model.runner.loop import DecodeLoop
 from model.search import Request
 from tests.model.runner.test_decoding import _src, _tokens
 from tests.model.runner.test_overlap import drive
@@ -53,28 +50,45 @@ def test_rows_joining_and_leaving_keep_their_own_constants(model):
             assert [h.score for h in hyps] == pytest.approx([h.score for h in alone[i]], abs=1e-4)
 
 
+def _count_uploads(monkeypatch) -> list:
+    """Every host-to-device upload of the decode runtime, counted: `upload` patched wherever a module of
+    model.runner holds it (a module that imports it later is covered without naming it here)."""
+    uploads, upload = [], transfer_module.upload
+    counting = lambda *args: uploads.append(args) or upload(*args)  # noqa: E731
+    for name, module in list(sys.modules.items()):
+        if name.startswith("model.runner") and getattr(module, "upload", None) is upload:
+            monkeypatch.setattr(module, "upload", counting)
+    return uploads
+
+
 @pytest.mark.parametrize("overlap", [False, True])
 def test_a_step_whose_rows_stay_uploads_nothing(model, monkeypatch, overlap):
     """Greedy, sampled, penalised and beam rows in one batch: a step that builds no row table and after which the
-        same requests go on with the same widths makes no upload (the cache's row moves aside); while none can end (a
-    minimum length), every step but the first is such."""
-    uploads, upload = [], transfer_module.upload
-    counting = lambda *args: uploads.append(args) or upload(*args)  # noqa: E731
-    for module in (batch_module, beams_module, processors_module, transfer_module):
-        monkeypatch.setattr(module, "upload", counting)
+    same requests go on with the same widths makes no upload; while none can end (a minimum length), every step but
+    the first is such."""
+    uploads = _count_uploads(monkeypatch)
     forced = [p for p in PARAMS if p.forced_bos_id is None and not p.forced_eos]  # a forced token is an upload
     params = [dataclasses.replace(p, min_new_tokens=16, max_new_tokens=20) for p in forced]  # long together
-    batch = DecodeBatch.prefill(Eager(model), [Request(i, _src(i), p) for i, p in enumerate(params)])
-    pending, quiet, steps = None, 0, 0
+    loop = DecodeLoop(model, overlap)
+    quiet, steps = 0, 0
     with torch.inference_mode():
-        while len(batch):
-            table, uploads[:] = batch.table, []
-            if overlap:
-                batch, _, pending = batch.step_ahead(Eager(model), pending)
-            else:
-                batch, _ = batch.step(Eager(model))
+        loop.join(loop.prefill([Request(i, _src(i), p) for i, p in enumerate(params)]))
+        while loop:
+            state = loop.state
+            table = None if state.stale else state.table
+            uploads[:] = []
+            loop.step()
             steps += 1
-            if table is not None and batch.table is table and table.fits(batch.groups, batch.state.score.shape[1]):
+            if table is not None and loop.state is state and not state.stale and state.table is table:
                 assert uploads == [], steps
                 quiet += 1
     assert quiet >= 14 and steps == 20 + overlap  # overlapped: one more round books the last step
+
+
+def test_the_upload_counter_sees_every_runtime_upload(model, monkeypatch):
+    """The counter is no decoration: a join, which uploads the new rows' columns, is seen."""
+    uploads = _count_uploads(monkeypatch)
+    loop = DecodeLoop(model)
+    with torch.inference_mode():
+        loop.join(loop.prefill([Request(0, _src(0), PARAMS[1])]))
+    assert uploads

@@ -1,0 +1,262 @@
+"""The decode state: every running request's rows and their device state in one place, owned by the decode loop and
+changed in place.
+
+A request has one row (greedy, sampling) or one per live beam, contiguous; its slot (its source's cross-attention
+K/V, read by all of its rows) is its index in `seqs`, which are in row order. Per row on the device: the last token,
+the K/V and next position (the pool), the generated tokens, beam score and rank (`search`); per beam request: its
+finished hypotheses (`search`). The one count of a request's progress is its `steps` (every row of it has written as
+many positions; the pool's positions mirror it on the device). Requests join (`add`) and leave (`keep`) between steps;
+rows that stay keep their place where they can, so only rows and slots that move are copied."""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor
+
+from model.config import ModelConfig
+from model.params import DecodeParams
+from model.runner.beams import GROW, BeamState
+from model.runner.pool import KVPool
+from model.runner.rows import RowTable
+from model.runner.slots import group
+from model.runner.transfer import upload
+from model.search import Hypothesis, Request
+from model.step import Groups, StepInputs
+
+PRESIZE = 128  # self-attention positions a join reserves at most up front (as many as its requests may decode)
+
+
+@dataclass
+class Seq:
+    """A running request on the host: its rows [first, first + width) (0 once finished), its source length, steps
+    launched, its seeded generator, and a one-row request's booked tokens and score."""
+
+    request: Request
+    first: int
+    width: int
+    src_len: int
+    generator: torch.Generator | None = None
+    steps: int = 0
+    tokens: list[int] = field(default_factory=list)
+    score: float = 0.0
+    left: bool = False  # it left the batch (aborted): a step in flight for it is not booked
+
+    @property
+    def id(self) -> Hashable:
+        """The request's id."""
+        return self.request.id
+
+    @property
+    def params(self) -> DecodeParams:
+        """The request's decoding parameters."""
+        return self.request.params
+
+    @property
+    def beam(self) -> bool:
+        """Whether this is a beam-search request."""
+        return self.params.beam_size > 1
+
+    def take(self, token: int, logprob: float | None, step: int, eos_id: int) -> Hypothesis | None:
+        """A one-row request books the token of its step `step` (0-based); its result when that was its last."""
+        p = self.params
+        if p.return_scores:
+            self.score += logprob
+        if token != eos_id and step + 1 < p.max_new_tokens:
+            self.tokens.append(token)
+            return None
+        at_limit = p.forced_eos and step + 1 >= p.max_new_tokens  # EOS forced by the limit
+        reason = "eos" if token == eos_id and not at_limit else "length"
+        tokens = self.tokens if token == eos_id else [*self.tokens, token]
+        return Hypothesis(tokens, self.score / ((step + 1) ** p.length_penalty) if p.scored else None, reason)
+
+
+@dataclass
+class Encoded:
+    """Requests encoded and their cross-attention K/V projected, not joined yet."""
+
+    requests: list[Request]
+    cross_k: Tensor  # (L, n, H, S, D)
+    cross_v: Tensor  # (L, n, H, S, D)
+    src_mask: Tensor  # (n, S) bool
+
+    @property
+    def ids(self) -> list[Hashable]:
+        """The requests' ids."""
+        return [r.id for r in self.requests]
+
+
+class DecodeState:
+    """The running requests (`seqs`, in row order), their rows' last tokens (N,), the search columns and the pool,
+    with the per-row constants and the query layout, rebuilt (one upload each) only when the rows changed."""
+
+    def __init__(self, pool: KVPool, cfg: ModelConfig):
+        self.pool, self.cfg = pool, cfg
+        self.seqs: list[Seq] = []
+        self.tokens = torch.zeros(0, dtype=torch.long, device=pool.k.device)  # (N,)
+        self.search = BeamState.start([], GROW, pool.k.device)
+        self.table: RowTable | None = None
+        self.layout: Groups | None = None  # None: row i reads slot i
+        self.stale = True  # the rows changed since the table and the layout were built
+        self.rows = 0
+
+    # --- what the host knows, without a device sync ---------------------------------------------------
+    @property
+    def device(self) -> torch.device:
+        """Where the state lives."""
+        return self.tokens.device
+
+    @property
+    def max_length(self) -> int:
+        """The most positions any row has written."""
+        return max((s.steps for s in self.seqs), default=0)
+
+    @property
+    def uniform(self) -> bool:
+        """Whether every row has written as many positions."""
+        return len({s.steps for s in self.seqs}) <= 1
+
+    @property
+    def src_len(self) -> int:
+        """The longest live source."""
+        return max((s.src_len for s in self.seqs), default=0)
+
+    @property
+    def row_slots(self) -> list[int]:
+        """Every row's slot."""
+        return [i for i, s in enumerate(self.seqs) for _ in range(s.width)]
+
+    def row_steps(self) -> list[int]:
+        """Every row's steps launched."""
+        return [s.steps for s in self.seqs for _ in range(s.width)]
+
+    def cache_tokens(self) -> int:
+        """Tokens the pool holds for the live requests: sources, and every row's positions."""
+        return sum(s.src_len + s.width * s.steps for s in self.seqs)
+
+    def beams(self) -> list[Seq]:
+        """The beam requests, in order: the groups of the search columns."""
+        return [s for s in self.seqs if s.beam]
+
+    # --- joins and leaves -----------------------------------------------------------------------------
+    def add(self, new: Encoded) -> None:
+        """New requests join after the running ones (a beam request with all its rows, the first scoring 0). Nothing
+        changes unless all of it succeeds."""
+        widths = [r.params.beam_size for r in new.requests]
+        n, g, m = self.rows, len(self.seqs), sum(widths)
+        positions = self.max_length + 1
+        if self.pool.presize:  # no growth copies up to PRESIZE positions
+            positions = max(positions, min(max(r.params.max_new_tokens for r in new.requests), PRESIZE))
+        self.pool.reserve(n + m, positions, g + len(widths), new.src_mask.shape[1])
+        self.pool.put_sources(g, new.cross_k, new.cross_v, new.src_mask)
+        self.pool.positions[n : n + m] = 0
+        tokens = torch.cat([self.tokens, self.tokens.new_full((m,), self.cfg.decoder_start_id)])
+        search = self.search.concat(BeamState.start(widths, self.search.positions, self.device))
+        lens, seqs, first = new.src_mask.sum(1).tolist(), [], n
+        for r, w, s in zip(new.requests, widths, lens, strict=True):
+            seqs.append(Seq(r, first, w, s, _generator(r, self.device)))
+            first += w
+        self.tokens, self.search, self.seqs, self.rows = tokens, search, self.seqs + seqs, n + m
+        self.stale = True
+
+    def keep(self, kept: list[tuple[Seq, int]]) -> None:
+        """Only these requests stay, each with its first `width` rows (a beam request narrows when fewer beams go
+        on); the others' rows and slots are free. Spans that stay in place are not copied; the others fill the gaps.
+        """
+        if len(kept) == len(self.seqs) and all(w == s.width for s, w in kept):
+            return
+        starts = place([(s.first, s.width, w) for s, w in kept])
+        order = sorted(range(len(kept)), key=starts.__getitem__)
+        slot_of = {id(s): i for i, s in enumerate(self.seqs)}
+        parents = [kept[i][0].first + j for i in order for j in range(kept[i][1])]
+        slots = [slot_of[id(kept[i][0])] for i in order]
+        beam_of = {id(s): b for b, s in enumerate(self.beams())}
+        groups = [beam_of[id(kept[i][0])] for i in order if kept[i][0].beam]
+        self._move(parents, slots, groups)
+        seqs = []
+        for i in order:
+            seq, seq.width = kept[i][0], kept[i][1]
+            seq.first = starts[i]
+            seqs.append(seq)
+        self.seqs, self.rows = seqs, len(parents)
+        self.stale = True
+
+    def _move(self, parents: list[int], slots: list[int], groups: list[int]) -> None:
+        """Row i becomes old row parents[i], slot j old slot slots[j], beam group b old group groups[b]; rows past
+        the new count write position 0 (a padded step computes them, unread)."""
+        pool, device = self.pool, self.device
+        moved = [i for i, p in enumerate(parents) if p != i]
+        moved_slots = [j for j, s in enumerate(slots) if s != j]
+        if moved:
+            dst, src = upload([moved, [parents[i] for i in moved]], torch.long, device)
+            pool.move_rows(dst, src, self.max_length)
+        if moved_slots:
+            dst, src = upload([moved_slots, [slots[j] for j in moved_slots]], torch.long, device)
+            pool.move_slots(dst, src, self.src_len)
+        pool.positions[len(parents) : self.rows] = 0
+        if parents == list(range(self.rows)) and groups == list(range(len(self.beams()))):
+            return
+        at = upload(parents, torch.long, device)
+        same_groups = groups == list(range(len(self.beams())))
+        self.search = self.search.take(at, None if same_groups else upload(groups, torch.long, device))
+        self.tokens = self.tokens.index_select(0, at)
+
+    # --- a step ---------------------------------------------------------------------------------------
+    def prepare(self) -> RowTable:
+        """Room for the next position, and the rows' constants and query layout (rebuilt when the rows changed)."""
+        t = self.max_length + 1
+        if t > self.pool.sizes[1]:
+            self.pool.reserve(self.rows, t, len(self.seqs), self.src_len)
+        if t >= self.search.positions:  # the step writes position t - 1 of each row's history
+            self.search = self.search.fit(0, t + GROW)
+        if self.stale:
+            places = self.search.score.shape[1]
+            self.table = RowTable.of(self.seqs, places, self.cfg.tgt_vocab_size, self.device)
+            self.layout, self.stale = group(self.row_slots, len(self.seqs), self.device), False
+        return self.table
+
+    def inputs(self) -> StepInputs:
+        """The next step's inputs over the live rows, positions and slots."""
+        extent = (self.rows, self.max_length + 1, self.src_len)
+        return self.pool.inputs(self.tokens, extent, len(self.seqs), self.uniform, self.layout)
+
+    def advance(self) -> None:
+        """Count the position every row just wrote."""
+        self.pool.positions[: self.rows] += 1
+        for s in self.seqs:
+            s.steps += 1
+
+
+def place(spans: list[tuple[int, int, int]]) -> list[int]:
+    """New first row for each (old first row, old width, new width) so that they tile rows [0, total): a span
+    that keeps its width and lies inside stays; the others fill the gaps, widest first; when they do not fit,
+    all are packed in order."""
+    total = sum(new for _, _, new in spans)
+    stays = [old == new and start + new <= total for start, old, new in spans]
+    free = [True] * total
+    for (start, _, new), stay in zip(spans, stays, strict=True):
+        if stay:
+            free[start : start + new] = [False] * new
+    gaps = []  # [first row, length] of each run of free rows
+    for i, f in enumerate(free):
+        if f and (i == 0 or not free[i - 1]):
+            gaps.append([i, 0])
+        if f:
+            gaps[-1][1] += 1
+    starts = [start if stay else -1 for (start, _, _), stay in zip(spans, stays, strict=True)]
+    for i in sorted((i for i, stay in enumerate(stays) if not stay), key=lambda i: -spans[i][2]):
+        width = spans[i][2]
+        gap = next((g for g in gaps if g[1] >= width), None)
+        if gap is None:
+            return [sum(new for _, _, new in spans[:j]) for j in range(len(spans))]
+        starts[i], gap[0], gap[1] = gap[0], gap[0] + width, gap[1] - width
+    return starts
+
+
+def _generator(request: Request, device: torch.device) -> torch.Generator | None:
+    """A seeded request's own random generator (an unseeded one draws from the default generator)."""
+    if not request.params.sampling or request.params.seed is None:
+        return None
+    return torch.Generator(device=device).manual_seed(request.params.seed)
