@@ -6,7 +6,7 @@ sentences and decoding work (greedy, exactly --new-tokens tokens per text).
     python -m bench.serving --device cuda --model DIR --clients 64,256 --client-procs 8   # a GPU machine
     python -m bench.serving --tiny --texts 16 --clients 8 --requests 32 --new-tokens 16 --no-write   # smoke run
     python -m bench.serving --device cuda --model DIR --load default    # every request the checkpoint's beam (4)
-    python -m bench.serving --single-requests 0 --no-sweep              # (1) and (2) alone (bench/gpu_check.sh)
+    python -m bench.serving --single-requests 0 --no-sweep              # (1) and (2) alone (bench/gpu/check.sh)
 
 --load picks the requests: greedy (beam_size 1), default (no beam_size: the checkpoint's, OPUS-MT's beam 4) or mixed
 (the two alternating); every one forced to --new-tokens tokens, streamed; the offline engine decodes the same requests

@@ -2,7 +2,7 @@
 
 import json
 
-from bench import gpu_report, gpu_speed
+from bench import gpu_speed
 
 TINY = ["--batch-sizes", "1,4", "--beams", "1,2", "--sentences", "4", "--batch1-sentences", "2", "--new-tokens", "3"]
 
@@ -61,7 +61,7 @@ def test_targets_say_met_or_not():
     ]
     startup = {"ours fp16": {"load_s": 10.0, "capture_s": 50.0, "graphs": 114}}
     result = {"family": "marian", "main": "ours fp16", "cells": cells, "steps": [], "busy": {}, "startup": startup}
-    goals = {t: (v, ok) for t, v, ok in gpu_report.targets(result)}
+    goals = {t: (v, ok) for t, v, ok in gpu_speed.targets(result)}
     assert goals["ours fp16 / HF fp32, beam 4 batch 32, issue 26 >= 10"] == ("20.00", "yes")
     assert goals["ours fp16 / HF fp16, beam 4 batch 32, issue 26 >= 5"] == ("2.00", "**no**")
     assert goals["beam 4 batch 32 row-tokens/s / greedy at 128 rows, issue 26 >= 0.9"] == ("0.95", "yes")
