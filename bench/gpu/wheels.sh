@@ -8,7 +8,7 @@ cd "$(dirname "$0")/../.."
 binary="pydantic-core httptools websockets watchfiles pyzmq msgspec lxml pillow sentencex"  # compiled: CPython 3.12 wheels
 pure="fastapi starlette pydantic pydantic-settings python-dotenv typing-inspection annotated-types annotated-doc
   typing-extensions uvicorn python-multipart opentelemetry-api py3langid iso639-lang fastapi-offline redis cachetools
-  python-docx python-pptx odfdo srt polib xlsxwriter pytest pytest-timeout pluggy iniconfig pygments"
+  python-docx python-pptx odfdo srt polib xlsxwriter pytest pytest-timeout pluggy iniconfig pygments httpx-sse"
 pins() { .venv/bin/python -c 'import sys; from importlib.metadata import version
 print(" ".join(f"{n}=={version(n)}" for n in sys.argv[1:]))' "$@"; }
 platforms="--platform manylinux_2_28_x86_64 --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64"
