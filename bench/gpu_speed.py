@@ -12,7 +12,7 @@ loaded by ours through `model.checkpoint.load` and by `transformers` through `fr
 model itself), `ours seq` (no overlap; --compare-overlap), `ours eager` (the model's own step; --eager, CUDA only) and
 `HF DTYPE` (`generate`). Every engine is forced to generate exactly --new-tokens tokens per sentence (checked); engines
 take turns batch by batch; tokens/s = tokens of the best hypothesis / wall time (synchronised). Each beam cell is
-followed by ours greedy at the rows it reaches (issue 26: a beam row against a greedy row). --budget bounds the run:
+followed by ours greedy at the rows it reaches (a beam row against a greedy row). --budget bounds the run:
 cells that would start after it are skipped and listed.
 """
 
@@ -304,19 +304,19 @@ def _ratio(cells: dict, mode: str, batch: int, a: str, b: str) -> float | None:
 
 
 def _opus_targets(result: dict, cells: dict, main: str) -> list[Goal]:
-    """Issues 21 and 26 (and the earlier GPU issues) on the OPUS-MT shape."""
+    """The targets on the OPUS-MT shape (docs/benchmarks.md: Targets)."""
     s64 = _step(result, 64)
-    out = [(f"{main} step at 64 rows (us), issue 21", s64 and s64["step_s"] * 1e6, 250.0, "max")]
-    out += [(f"{main} step at 64 rows / memory bound, issue 21", s64 and s64["x_memory"], 4.0, "max")]
+    out = [(f"{main} step at 64 rows (us)", s64 and s64["step_s"] * 1e6, 250.0, "max")]
+    out += [(f"{main} step at 64 rows / memory bound", s64 and s64["x_memory"], 4.0, "max")]
     for batch, want in ((64, 150_000), (256, 250_000)):
-        out.append((f"{main} greedy batch {batch} tokens/s, issue 21", _tps(cells, "greedy", batch, main), want, "min"))
+        out.append((f"{main} greedy batch {batch} tokens/s", _tps(cells, "greedy", batch, main), want, "min"))
     for batch in (32, 64, 256):
         beam, greedy = _tps(cells, "beam 4", batch, main), _tps(cells, "greedy", 4 * batch, main)
         value = 4 * beam / greedy if beam and greedy else None
-        out.append((f"beam 4 batch {batch} row-tokens/s / greedy at {4 * batch} rows, issue 26", value, 0.9, "min"))
+        out.append((f"beam 4 batch {batch} row-tokens/s / greedy at {4 * batch} rows", value, 0.9, "min"))
     for other, want in (("HF fp32", 10.0), ("HF fp16", 5.0)):
         value = _ratio(cells, "beam 4", 32, main, other)
-        out.append((f"{main} / {other}, beam 4 batch 32, issue 26", value, want, "min"))
+        out.append((f"{main} / {other}, beam 4 batch 32", value, want, "min"))
     for batch in (64, 256):
         out.append(
             (f"{main} / HF fp16, greedy batch {batch}", _ratio(cells, "greedy", batch, main, "HF fp16"), 3.0, "min")
@@ -324,25 +324,23 @@ def _opus_targets(result: dict, cells: dict, main: str) -> list[Goal]:
     one = _tps(cells, "greedy", 1, main)
     out.append((f"{main} greedy batch 1 ms per token", one and 1000 / one, 1.5, "max"))
     share = result["busy"].get(main, {}).get("share")
-    out.append((f"GPU busy, {main} greedy batch 64 (%), issues 14 and 26", share and 100 * share, 70.0, "min"))
+    out.append((f"GPU busy, {main} greedy batch 64 (%)", share and 100 * share, 70.0, "min"))
     return out + [_startup_goal(result, main)]
 
 
 def _startup_goal(result: dict, main: str) -> Goal:
-    """Issue 21: loading and capturing (compiling) every graph size within 90 s."""
+    """Start-up: loading and capturing (compiling) every graph size within 90 s."""
     s = result["startup"].get(main, {})
     value = s["load_s"] + s["capture_s"] if s.get("graphs") else None  # no graphs (CPU): not measured
-    return (f"{main} start-up: load + capture of every graph size (s), issue 21", value, 90.0, "max")
+    return (f"{main} start-up: load + capture of every graph size (s)", value, 90.0, "max")
 
 
 def _nllb_targets(result: dict, cells: dict, main: str) -> list[Goal]:
-    """Issue 21 on the NLLB shapes."""
+    """The targets on the NLLB shapes."""
     s64 = _step(result, 64)
-    out = [(f"{main} greedy step at 64 rows / memory bound, issue 21", s64 and s64["x_memory"], 2.0, "max")]
+    out = [(f"{main} greedy step at 64 rows / memory bound", s64 and s64["x_memory"], 2.0, "max")]
     for mode in ("greedy", "beam 4"):
-        out.append(
-            (f"{main} / HF fp16, {mode} batch 64, issue 21", _ratio(cells, mode, 64, main, "HF fp16"), 5.0, "min")
-        )
+        out.append((f"{main} / HF fp16, {mode} batch 64", _ratio(cells, mode, 64, main, "HF fp16"), 5.0, "min"))
     return out + [_startup_goal(result, main)]
 
 

@@ -34,7 +34,7 @@ from bench.timing import Cell, Isolated, Local, time_cell
 SECTION = "## Model decoding on {cpu} (bench/model_speed.py)"  # one section per CPU kind
 OURS = {"ours fp32": "float32", "ours int8": "int8", "ours bf16": "bfloat16"}
 CT2 = {"CT2 fp32": "float32", "CT2 int8": "int8", "CT2 bf16": "bfloat16"}
-TARGETS = [  # (numerator, denominator, minimum ratio, batch size: 0 = the largest), issue 22
+TARGETS = [  # (numerator, denominator, minimum ratio, batch size: 0 = the largest); docs/benchmarks.md: Targets
     ("ours fp32", "CT2 fp32", 1.2, 0),
     ("ours int8", "CT2 int8", 1.3, 0),
     ("ours fp32", "HF fp32", 1.5, 0),

@@ -362,7 +362,7 @@ def tables(runs: list[Served], args) -> list[str]:
         "",
         "| server | clients | tokens/s | TTFT p50 / p95 (ms) | latency p50 / p95 (ms) | rows per step | "
         "decode step (ms) | offline step at those rows (ms) | offline tokens/s | server / offline tokens/s | "
-        f"errors | >= {LOADED_TARGET} (issue 26) |",
+        f"errors | >= {LOADED_TARGET} (target) |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for run in runs:
