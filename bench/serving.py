@@ -41,6 +41,7 @@ from bench.loadgen import Stats, closed_loop, one_post, open_loop, per_step, ser
 from bench.machine import machine_info, machine_line
 from bench.procs import cpu_account, cpu_lines
 from bench.report import command, log, write_section
+from bench.timing import sync
 from bench.workload import LOAD_WORDS, LOADS, bodies, load_fields, model_dir, pick_sentences, server_params, thread_env
 from model.checkpoint import load
 from model.host_memory import keep_freed_memory
@@ -214,19 +215,13 @@ def plot(points: list[Point], max_rps: float, title: str, path: Path) -> None:
     plt.close(fig)
 
 
-def sync(device: str) -> None:
-    """Wait for the device (timings on CUDA)."""
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
-
-
 def overlapping(args: argparse.Namespace) -> bool:
     """Whether the server (this tree's) and the offline engine keep a decode step in flight."""
     return args.device.startswith("cuda") if args.overlap == "auto" else args.overlap == "on"
 
 
 @torch.inference_mode()
-def offline(model, sources: list[list[int]], params: list, rows: int, device: str, overlap: bool = False) -> Offline:
+def offline(model, sources: list[list[int]], params: list, rows: int, overlap: bool = False) -> Offline:
     """The server's batch code in this process, in batches of `rows` requests (request i gets params[i % len]):
     tokens/s, and decode step time as the server's engine measures it (encode excluded; with `overlap`, a round:
     launch one step, read the previous back)."""
@@ -235,17 +230,17 @@ def offline(model, sources: list[list[int]], params: list, rows: int, device: st
 
     tokens, wall, decode, steps = 0, 0.0, 0.0, 0
     for start in range(0, len(sources) - rows + 1, rows):
-        sync(device)
+        sync()
         t0 = time.perf_counter()
         part = enumerate(sources[start : start + rows], start)
         loop = DecodeLoop(model, overlap)
         loop.join(loop.prefill([Request(i, s, params[i % len(params)]) for i, s in part]))
-        sync(device)
+        sync()
         t1 = time.perf_counter()
         while loop:
             tokens += sum(len(o.hypotheses[0].tokens) for o in loop.step() if o.finished)
             steps += 1
-        sync(device)
+        sync()
         wall, decode = wall + time.perf_counter() - t0, decode + time.perf_counter() - t1
     return Offline(rows, tokens / wall, 1000 * decode / max(steps, 1))
 
@@ -287,7 +282,7 @@ def under_load(
     same = (sources * (args.requests // len(sources) + 1))[: args.requests]
     params = server_params(ck, fields, max_batch(args))
     requests = max(1, round(rows / statistics.mean(p.beam_size for p in params)))  # the server's rows, as requests
-    local = offline(runner, same, params, requests, args.device, overlapping(args))
+    local = offline(runner, same, params, requests, overlapping(args))
     return Loaded(clients, stats, rows, step, cpu, local)
 
 
@@ -304,7 +299,7 @@ def measure(
         closed_loop(url + "/translate", warm, clients[0], 300, 300, args.client_procs)
         for _ in range(args.repeats):
             server = one_post(url, texts[: args.texts], fields[0], pair)
-            local = offline(runner, sources[: args.texts], params, args.texts, args.device, overlapping(args)).tps
+            local = offline(runner, sources[: args.texts], params, args.texts, overlapping(args)).tps
             result.one_post.append((server, local))
             log(f"{name}: one POST of {args.texts} texts {server:.0f} tokens/s, offline {local:.0f}")
         for c in clients:
@@ -437,7 +432,7 @@ def main(argv: list[str] | None = None) -> int:
         texts, sources, _ = pick_sentences(ck.tokenizer, n, 128, args.seed)
         s = Settings(max_batch_size=max_batch(args))
         runner = decoder(ck.model, s, budget(ck.model, s).rows)  # on CUDA: static shapes, CUDA graphs
-        offline(runner, sources[:8], server_params(ck, load_fields(args.load, 4), 8), 8, args.device)  # warm-up
+        offline(runner, sources[:8], server_params(ck, load_fields(args.load, 4), 8), 8)  # warm-up
         runs = [measure(args, "this tree", ROOT, path, ck, runner, texts, sources)]
         if args.before:
             before = args.before.resolve()
