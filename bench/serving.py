@@ -37,9 +37,9 @@ import torch
 
 from app.engine.proc import budget, decoder
 from app.settings import Settings
+from bench.harness.procs import cpu_account, cpu_lines
 from bench.loadgen import Stats, closed_loop, one_post, open_loop, per_step, server_metrics
 from bench.machine import machine_info, machine_line
-from bench.procs import cpu_account, cpu_lines
 from bench.report import command, log, write_section
 from bench.timing import sync
 from bench.workload import LOAD_WORDS, LOADS, bodies, load_fields, model_dir, pick_sentences, server_params, thread_env

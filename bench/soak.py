@@ -24,9 +24,9 @@ from pathlib import Path
 
 import aiohttp
 
+from bench.harness.procs import has_torch, rss_mb
 from bench.loadgen import session, split, spread
 from bench.machine import machine_info, machine_line
-from bench.procs import has_torch, rss_mb
 from bench.report import command, write_section
 from bench.workload import model_dir
 
