@@ -4,6 +4,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 PORT ?= 8000
 STAMP := $(VENV)/.installed
+# The import contracts `make test` runs (pyproject.toml [tool.importlinter]); network-not-runtime joins once it holds.
+LAYERS := --contract model-knows-no-http --contract http-side-no-torch --contract server-not-harness --contract no-cycles
 
 .PHONY: setup serve test test-deploy lint bench clean
 
@@ -20,6 +22,7 @@ serve: setup
 
 test: setup
 	$(BIN)/ruff check app model tests bench training
+	$(BIN)/lint-imports --no-cache --no-logo $(LAYERS)
 	$(BIN)/python -m pytest -q
 
 # The deployment lane (root, podman): prepare podman and build the images, then run the container tests.
@@ -29,6 +32,7 @@ test-deploy: setup
 
 lint: setup
 	$(BIN)/ruff check app model tests bench training
+	$(BIN)/lint-imports --no-cache --no-logo $(LAYERS)
 
 bench: setup
 	$(BIN)/python -m bench.model_speed

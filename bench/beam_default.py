@@ -32,7 +32,7 @@ from model.checkpoint import load
 
 ROOT = Path(__file__).resolve().parents[1]
 SECTION = "## The default OPUS-MT request on {cpu} (bench/beam_default.py)"  # one section per CPU kind
-TARGETS = [("CT2 fp32", 1.0), ("HF fp32", 1.5)]  # issue 26: this tree's server / engine, beam 4
+TARGETS = [("CT2 fp32", 1.0), ("HF fp32", 1.5)]  # this tree's server / engine, beam 4 (docs/benchmarks.md: Targets)
 ENGINES = [name for name, _ in TARGETS]
 
 

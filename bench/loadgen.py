@@ -24,6 +24,8 @@ import aiohttp
 import httpx
 import numpy as np
 
+from bench.harness.client import metrics, value
+
 spawn = multiprocessing.get_context("spawn")
 
 
@@ -264,15 +266,13 @@ def open_loop(
 
 
 def server_metrics(url: str) -> dict[str, float]:
-    """The counters this benchmark reads from /metrics."""
-    wanted = ("mt_batch_size_sum", "mt_batch_size_count", 'mt_step_duration_seconds_sum{phase="decode"}')
-    wanted += ('mt_step_duration_seconds_count{phase="decode"}',)
-    out = {}
-    for line in httpx.get(url + "/metrics", timeout=10).text.splitlines():
-        name, _, number = line.rpartition(" ")
-        if name in wanted:
-            out[name] = float(number)
-    return out
+    """The /metrics counters of the decode steps so far: rows and batches, decode seconds and steps."""
+    m = metrics(url)
+    return {
+        "rows": value(m, "mt_batch_size_sum"), "batches": value(m, "mt_batch_size_count"),
+        "seconds": value(m, "mt_step_duration_seconds_sum", phase="decode"),
+        "steps": value(m, "mt_step_duration_seconds_count", phase="decode"),
+    }  # fmt: skip
 
 
 def one_post(url: str, texts: list[str], fields: dict, pair: tuple[str, str]) -> float:
@@ -286,8 +286,6 @@ def one_post(url: str, texts: list[str], fields: dict, pair: tuple[str, str]) ->
 
 
 def per_step(before: dict[str, float], after: dict[str, float]) -> tuple[float, float]:
-    """Rows per decode step and mean decode step (ms) between two /metrics readings."""
-    d = {k: after.get(k, 0.0) - before.get(k, 0.0) for k in after}
-    decode = 'mt_step_duration_seconds_{}{{phase="decode"}}'
-    rows = d["mt_batch_size_sum"] / max(d["mt_batch_size_count"], 1)
-    return rows, 1000 * d[decode.format("sum")] / max(d[decode.format("count")], 1)
+    """Rows per decode step and mean decode step (ms) between two server_metrics readings."""
+    d = {k: after[k] - before[k] for k in after}
+    return d["rows"] / max(d["batches"], 1), 1000 * d["seconds"] / max(d["steps"], 1)

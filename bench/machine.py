@@ -5,23 +5,18 @@ from __future__ import annotations
 import datetime as dt
 import os
 import platform
-import re
 from importlib.metadata import PackageNotFoundError, version
-from pathlib import Path
 
 import torch
 
-from model.precision import cpu_flags
+from model.precision import cpu_flags, cpuinfo
 
 ISA = ("avx2", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_bf16", "amx_int8")
 
 
 def cpu_model() -> str:
     """The CPU's model name ("AMD EPYC", "Intel(R) Xeon(R) Processor", ...)."""
-    try:
-        return re.search(r"model name\s*:\s*(.*)", Path("/proc/cpuinfo").read_text()).group(1).strip()
-    except (OSError, AttributeError):
-        return platform.processor() or "unknown CPU"
+    return cpuinfo().get("model name") or platform.processor() or "unknown CPU"
 
 
 def cpu_kind(flags: set[str] | None = None) -> str:

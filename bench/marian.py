@@ -1,8 +1,13 @@
 """Random Marian (OPUS-MT layout) models for the benchmarks: one builder for every shape, in memory or on disk with
-tokenizer files, and random source ids."""
+tokenizer files, and random source ids.
+
+    python -m bench.marian /tmp/opus-mt-en-de                  # OPUS-MT shape on disk; the pair comes from the name
+    python -m bench.marian /tmp/opus-mt-en-de --beam-default   # with OPUS-MT's generation config (bench/gpu/check.sh)
+"""
 
 from __future__ import annotations
 
+import argparse
 import json
 import random
 from pathlib import Path
@@ -117,3 +122,19 @@ def sources(n: int, vocab: int, seed: int = 1, eos: int = EOS, first: int = FIRS
     """Random source ids, 10-40 tokens each with `eos` last; ids from `first` up, never the last (Marian's pad)."""
     rng = random.Random(seed)
     return [[rng.randrange(first, vocab - 1) for _ in range(rng.randint(9, 39))] + [eos] for _ in range(n)]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Write an OPUS-MT-shaped checkpoint (or --tiny) to the given folder."""
+    p = argparse.ArgumentParser(prog="python -m bench.marian", description=main.__doc__)
+    p.add_argument("out", type=Path)
+    p.add_argument("--tiny", action="store_true", help="d_model 64, 2+2 layers, vocab 1000 (checks the script)")
+    p.add_argument("--beam-default", action="store_true", help="OPUS-MT's generation config: num_beams 4")
+    args = p.parse_args(argv)
+    shape = TINY if args.tiny else OPUS
+    print(write_opus_mt(args.out, shape) if args.beam_default else write(args.out, shape))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -25,7 +25,8 @@ from pathlib import Path
 
 import torch
 
-from bench import cpu_roofline, engines, marian
+from bench import engines, marian
+from bench import roofline as rl
 from bench.machine import machine_info, machine_line
 from bench.report import DOC, command, log, ratio, write_section
 from bench.timing import Cell, Isolated, Local, time_cell
@@ -33,7 +34,7 @@ from bench.timing import Cell, Isolated, Local, time_cell
 SECTION = "## Model decoding on {cpu} (bench/model_speed.py)"  # one section per CPU kind
 OURS = {"ours fp32": "float32", "ours int8": "int8", "ours bf16": "bfloat16"}
 CT2 = {"CT2 fp32": "float32", "CT2 int8": "int8", "CT2 bf16": "bfloat16"}
-TARGETS = [  # (numerator, denominator, minimum ratio, batch size: 0 = the largest), issue 22
+TARGETS = [  # (numerator, denominator, minimum ratio, batch size: 0 = the largest); docs/benchmarks.md: Targets
     ("ours fp32", "CT2 fp32", 1.2, 0),
     ("ours int8", "CT2 int8", 1.3, 0),
     ("ours fp32", "HF fp32", 1.5, 0),
@@ -183,27 +184,27 @@ def roofline(args: argparse.Namespace, hf_dir: Path, results: dict, names: list[
     from model.checkpoint import load
 
     models = {OURS[n]: load(hf_dir, dtype=OURS[n]).model for n in names if n in OURS}
-    cfg, best = models["float32"].cfg, cpu_roofline.best_of(*rates)
-    sources, lines = marian.sources(args.sentences, marian.CPU["vocab"], args.seed + 1), [*cpu_roofline.TABLE_HEAD]
+    cfg, best = models["float32"].cfg, rl.best_of(*rates)
+    sources, lines = marian.sources(args.sentences, marian.CPU["vocab"], args.seed + 1), [*rl.TABLE_HEAD]
     for (mode, batch), cells in results.items():
         src, beam = cell_sources(args, sources, batch), 1 if mode == "greedy" else int(mode.split()[1])
         parts = [src[i : i + batch] for i in range(0, len(src), batch)]
         bounds, steps = {}, 1
         for precision in dict.fromkeys({**OURS, **CT2}[n] for n in names if n in OURS or n in CT2):
-            bounds[precision], steps = cpu_roofline.cell_bound(cfg, precision, parts, beam, args.new_tokens, best)
+            bounds[precision], steps = rl.cell_bound(cfg, precision, parts, beam, args.new_tokens, best)
         ran = {n: (cells[n].cpu / args.threads / steps, cells[n].seconds / steps) for n in names}
         ours = {
-            OURS[n]: (*ran[n], cpu_roofline.profile_steps(models[OURS[n]], parts[0], beam, args.new_tokens))
+            OURS[n]: (*ran[n], rl.profile_steps(models[OURS[n]], parts[0], beam, args.new_tokens))
             for n in names if n in OURS
         }  # fmt: skip
         ct2 = {CT2[n]: ran[n] for n in names if n in CT2}
-        lines += cpu_roofline.cell_rows(f"{mode} | {batch}", bounds, ours, ct2)
+        lines += rl.cell_rows(f"{mode} | {batch}", bounds, ours, ct2)
     return [
-        "### Against the CPU's roofline (bench/cpu_roofline.py)", "",
+        "### Against the CPU's roofline (bench/roofline.py)", "",
         "Measured rates (best of three rounds each; GEMMs (1024 x 1024) x (1024 x 4096); copies count the bytes read "
         "and written; at one thread timed by the CPU time the process ran, at more by the wall clock, so on a shared "
         "machine the 2-thread rates can fall below the 1-thread ones):", "",
-        cpu_roofline.rates_table(rates), "",
+        rl.rates_table(rates), "",
         f"A cell's mean decode step ({args.new_tokens} steps per batch, prefill counted in): the time the engine's "
         f"process ran (its CPU seconds / {args.threads} threads: what other processes took from the shared cores is "
         "left out), its wall time beside it, against the bytes and FLOPs of that step (`bench.roofline`: decoder "
@@ -229,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
         ct2_dir = engines.ct2_convert(hf_dir, work / "ct2")
         names = engine_names(not args.skip_int8, not args.skip_bf16)
         load_before = os.getloadavg()[0]
-        rates = [cpu_roofline.measure(n) for n in dict.fromkeys([1, args.threads])]
+        rates = [rl.measure(n) for n in dict.fromkeys([1, args.threads])]
         results, agree = run(args, hf_dir, ct2_dir, names)
         load_after = os.getloadavg()[0]
         bound = roofline(args, hf_dir, results, names, rates)

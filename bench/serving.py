@@ -6,7 +6,7 @@ sentences and decoding work (greedy, exactly --new-tokens tokens per text).
     python -m bench.serving --device cuda --model DIR --clients 64,256 --client-procs 8   # a GPU machine
     python -m bench.serving --tiny --texts 16 --clients 8 --requests 32 --new-tokens 16 --no-write   # smoke run
     python -m bench.serving --device cuda --model DIR --load default    # every request the checkpoint's beam (4)
-    python -m bench.serving --single-requests 0 --no-sweep              # (1) and (2) alone (bench/gpu_check.sh)
+    python -m bench.serving --single-requests 0 --no-sweep              # (1) and (2) alone (bench/gpu/check.sh)
 
 --load picks the requests: greedy (beam_size 1), default (no beam_size: the checkpoint's, OPUS-MT's beam 4) or mixed
 (the two alternating); every one forced to --new-tokens tokens, streamed; the offline engine decodes the same requests
@@ -37,11 +37,11 @@ import torch
 
 from app.engine.proc import budget, decoder
 from app.settings import Settings
-from bench import sweep
-from bench.loadgen import Stats, closed_loop, one_post, per_step, server_metrics
+from bench.harness.procs import cpu_account, cpu_lines
+from bench.loadgen import Stats, closed_loop, one_post, open_loop, per_step, server_metrics
 from bench.machine import machine_info, machine_line
-from bench.procs import cpu_account, cpu_lines
 from bench.report import command, log, write_section
+from bench.timing import sync
 from bench.workload import LOAD_WORDS, LOADS, bodies, load_fields, model_dir, pick_sentences, server_params, thread_env
 from model.checkpoint import load
 from model.host_memory import keep_freed_memory
@@ -50,7 +50,9 @@ from model.precision import choose
 ROOT = Path(__file__).resolve().parents[1]
 SECTION = "## Serving through the engine core (bench/serving.py)"  # greedy; other loads get their own section
 ONE_POST_TARGET = 0.9
-LOADED_TARGET = 0.85  # issue 26: server / offline tokens/s under the default and the mixed load
+LOADED_TARGET = 0.85  # server / offline tokens/s under the default and the mixed load
+PLOT_NAME = "latency_vs_load.png"
+SINGLE_TARGET = 10.0  # tokens/s of the batching server under load over one request at a time
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -81,7 +83,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--no-sweep", action="store_true", help="skip (3), the Poisson sweep")
     p.add_argument("--poisson-seconds", type=float, default=30.0, help="arrivals per rate in (3), s (30)")
     p.add_argument("--poisson-max-requests", type=int, default=2000, help="requests per rate in (3) at most (2000)")
-    p.add_argument("--plot", type=Path, help=f"(3)'s PNG (default: {sweep.PLOT_NAME} next to --out)")
+    p.add_argument("--plot", type=Path, help=f"(3)'s PNG (default: {PLOT_NAME} next to --out)")
     p.add_argument("--before", type=Path, help="also run the server of this checkout (e.g. main) for comparison")
     p.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks.md", help="markdown file to update")
     p.add_argument("--no-write", action="store_true", help="print the section only")
@@ -122,14 +124,95 @@ class Served:
     name: str
     one_post: list[tuple[float, float]]  # (server tokens/s, offline tokens/s) per repeat
     loaded: list[Loaded]
-    points: list[sweep.Point] = field(default_factory=list)  # (3), this tree only
+    points: list[Point] = field(default_factory=list)  # (3), this tree only
     single: Stats | None = None  # (4), this tree only
 
 
-def sync(device: str) -> None:
-    """Wait for the device (timings on CUDA)."""
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
+@dataclass
+class Point:
+    """One Poisson rate of the sweep."""
+
+    rate: float
+    fraction: float
+    stats: Stats
+
+
+def sweep(url: str, make_bodies, fractions: list[float], max_rps: float, seconds: float, opts: dict) -> list[Point]:
+    """Open-loop Poisson runs, one per fraction of `max_rps`, about `seconds` of arrivals each (at most
+    opts["max_requests"]); `make_bodies(n, start)` gives the requests."""
+    points = []
+    for k, fraction in enumerate(fractions):
+        rate = fraction * max_rps
+        n = max(1, min(opts["max_requests"], round(rate * seconds)))
+        t0 = time.perf_counter()
+        stats = open_loop(url, make_bodies(n, 17 * k), rate, opts["timeout"], opts["max_inflight"], opts["seed"] + k,
+                          opts["client_procs"])  # fmt: skip
+        log(f"Poisson {rate:.2f} req/s ({n} requests): {stats.tps:.0f} tokens/s ({time.perf_counter() - t0:.1f}s)")
+        points.append(Point(rate, fraction, stats))
+    return points
+
+
+def one_at_a_time(url: str, bodies: list[dict]) -> Stats:
+    """One client, one request at a time, against a server with --max-batch-size 1."""
+    closed_loop(url, bodies[:1], 1, 300, 300)  # warm-up
+    return closed_loop(url, bodies, 1, 3600, 3600)
+
+
+def ms3(values: tuple[float, float, float] | None) -> str:
+    """p50 / p95 / p99 in milliseconds."""
+    return " / ".join(f"{v * 1000:.0f}" for v in values) if values else "-"
+
+
+def sweep_lines(points: list[Point], seconds: float, seed: int, plot_name: str | None) -> list[str]:
+    """Markdown: how the sweep ran, the plot, one line per rate."""
+    lag = max(p.stats.max_lag for p in points)
+    lines = [
+        "### Latency against load (Poisson arrivals)",
+        "",
+        f"Open loop on the same server: requests arrive as a Poisson process (seed {seed}) for about {seconds:g} s "
+        "per rate, whether or not earlier ones were answered. Latency and TTFT count from the scheduled arrival, so "
+        f"any client-side backlog is included (worst send delay {lag * 1000:.0f} ms).",
+        "",
+    ]
+    lines += [f"![latency against load]({plot_name})", ""] if plot_name else []
+    lines += [
+        "| offered req/s | x closed loop | requests | achieved req/s | tokens/s | TTFT p50 / p95 / p99 (ms) | latency "
+        "p50 / p95 / p99 (ms) | errors |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for p in points:
+        s = p.stats
+        cells = [f"{p.rate:.2f}", f"{p.fraction:.2f}", str(s.requests), f"{s.rps:.2f}", f"{s.tps:.0f}", ms3(s.ttft)]
+        lines.append("| " + " | ".join([*cells, ms3(s.latency), str(s.requests - s.ok)]) + " |")
+    return lines
+
+
+def plot(points: list[Point], max_rps: float, title: str, path: Path) -> None:
+    """PNG: latency and TTFT percentiles against offered load."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    xs = [p.rate for p in points]
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharex=True)
+    for ax, attr, name in ((axes[0], "latency", "latency"), (axes[1], "ttft", "time to first token")):
+        for i, (q, style) in enumerate(((50, "o-"), (95, "s--"), (99, "^:"))):
+            ys = [getattr(p.stats, attr)[i] if getattr(p.stats, attr) else float("nan") for p in points]
+            ax.plot(xs, ys, style, label=f"p{q}")
+        ax.axvline(max_rps, color="grey", lw=1, ls="-.", label=f"closed loop: {max_rps:.1f} req/s")
+        ax.set_xlabel("offered load (requests/s, Poisson arrivals)")
+        ax.set_ylabel(f"{name} (s)")
+        ax.set_title(name)
+        ax.set_xlim(left=0)
+        ax.set_ylim(bottom=0)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
 
 
 def overlapping(args: argparse.Namespace) -> bool:
@@ -138,7 +221,7 @@ def overlapping(args: argparse.Namespace) -> bool:
 
 
 @torch.inference_mode()
-def offline(model, sources: list[list[int]], params: list, rows: int, device: str, overlap: bool = False) -> Offline:
+def offline(model, sources: list[list[int]], params: list, rows: int, overlap: bool = False) -> Offline:
     """The server's batch code in this process, in batches of `rows` requests (request i gets params[i % len]):
     tokens/s, and decode step time as the server's engine measures it (encode excluded; with `overlap`, a round:
     launch one step, read the previous back)."""
@@ -147,17 +230,17 @@ def offline(model, sources: list[list[int]], params: list, rows: int, device: st
 
     tokens, wall, decode, steps = 0, 0.0, 0.0, 0
     for start in range(0, len(sources) - rows + 1, rows):
-        sync(device)
+        sync()
         t0 = time.perf_counter()
         part = enumerate(sources[start : start + rows], start)
         loop = DecodeLoop(model, overlap)
         loop.join(loop.prefill([Request(i, s, params[i % len(params)]) for i, s in part]))
-        sync(device)
+        sync()
         t1 = time.perf_counter()
         while loop:
             tokens += sum(len(o.hypotheses[0].tokens) for o in loop.step() if o.finished)
             steps += 1
-        sync(device)
+        sync()
         wall, decode = wall + time.perf_counter() - t0, decode + time.perf_counter() - t1
     return Offline(rows, tokens / wall, 1000 * decode / max(steps, 1))
 
@@ -199,7 +282,7 @@ def under_load(
     same = (sources * (args.requests // len(sources) + 1))[: args.requests]
     params = server_params(ck, fields, max_batch(args))
     requests = max(1, round(rows / statistics.mean(p.beam_size for p in params)))  # the server's rows, as requests
-    local = offline(runner, same, params, requests, args.device, overlapping(args))
+    local = offline(runner, same, params, requests, overlapping(args))
     return Loaded(clients, stats, rows, step, cpu, local)
 
 
@@ -216,7 +299,7 @@ def measure(
         closed_loop(url + "/translate", warm, clients[0], 300, 300, args.client_procs)
         for _ in range(args.repeats):
             server = one_post(url, texts[: args.texts], fields[0], pair)
-            local = offline(runner, sources[: args.texts], params, args.texts, args.device, overlapping(args)).tps
+            local = offline(runner, sources[: args.texts], params, args.texts, overlapping(args)).tps
             result.one_post.append((server, local))
             log(f"{name}: one POST of {args.texts} texts {server:.0f} tokens/s, offline {local:.0f}")
         for c in clients:
@@ -233,10 +316,10 @@ def measure(
             opts = {"max_requests": args.poisson_max_requests, "timeout": 600, "max_inflight": 1024}
             opts |= {"seed": args.seed, "client_procs": args.client_procs}
             max_rps = result.loaded[-1].stats.rps
-            result.points = sweep.sweep(url + "/translate", make, args.fractions, max_rps, args.poisson_seconds, opts)
+            result.points = sweep(url + "/translate", make, args.fractions, max_rps, args.poisson_seconds, opts)
     if checkout == ROOT and args.single_requests:
         with serving(args, path, checkout, 1) as (url, _):
-            result.single = sweep.one_at_a_time(url + "/translate", bodies(texts, args.single_requests, fields, True,
+            result.single = one_at_a_time(url + "/translate", bodies(texts, args.single_requests, fields, True,
                                                                            pair))  # fmt: skip
         log(f"{name}: one request at a time {result.single.tps:.0f} tokens/s")
     return result
@@ -274,7 +357,7 @@ def tables(runs: list[Served], args) -> list[str]:
         "",
         "| server | clients | tokens/s | TTFT p50 / p95 (ms) | latency p50 / p95 (ms) | rows per step | "
         "decode step (ms) | offline step at those rows (ms) | offline tokens/s | server / offline tokens/s | "
-        f"errors | >= {LOADED_TARGET} (issue 26) |",
+        f"errors | >= {LOADED_TARGET} (target) |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for run in runs:
@@ -298,15 +381,15 @@ def single_lines(run: Served, args) -> list[str]:
     if run.single is not None:
         s, loaded = run.single, run.loaded[-1]
         ratio = loaded.stats.tps / s.tps if s.tps else 0.0
-        met = "met" if ratio >= sweep.SINGLE_TARGET else "**not met**"
+        met = "met" if ratio >= SINGLE_TARGET else "**not met**"
         lines += [
             "", f"One request at a time: a server with `--max-batch-size 1`, one client, {s.requests} requests "
             f"(streamed): {s.tps:.0f} tokens/s, latency p50 / p95 {ms(s.latency)} ms, {s.requests - s.ok} errors. "
             f"{loaded.clients} clients on the batching server get {ratio:.1f}x that (target >= "
-            f"{sweep.SINGLE_TARGET:g}x: {met}).",
+            f"{SINGLE_TARGET:g}x: {met}).",
         ]  # fmt: skip
     if run.points:
-        lines += ["", *sweep.sweep_lines(run.points, args.poisson_seconds, args.seed, args.plot_name)]
+        lines += ["", *sweep_lines(run.points, args.poisson_seconds, args.seed, args.plot_name)]
     return lines
 
 
@@ -349,7 +432,7 @@ def main(argv: list[str] | None = None) -> int:
         texts, sources, _ = pick_sentences(ck.tokenizer, n, 128, args.seed)
         s = Settings(max_batch_size=max_batch(args))
         runner = decoder(ck.model, s, budget(ck.model, s).rows)  # on CUDA: static shapes, CUDA graphs
-        offline(runner, sources[:8], server_params(ck, load_fields(args.load, 4), 8), 8, args.device)  # warm-up
+        offline(runner, sources[:8], server_params(ck, load_fields(args.load, 4), 8), 8)  # warm-up
         runs = [measure(args, "this tree", ROOT, path, ck, runner, texts, sources)]
         if args.before:
             before = args.before.resolve()
@@ -360,10 +443,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     args.plot_name = None
     if runs[0].points and not args.no_write:
-        plot = args.plot or args.out.parent / sweep.PLOT_NAME
+        png = args.plot or args.out.parent / PLOT_NAME
         title = f"{ck.name}: {args.new_tokens} tokens per request, {args.load}"
-        sweep.plot(runs[0].points, runs[0].loaded[-1].stats.rps, title, plot)
-        args.plot_name = os.path.relpath(plot.resolve(), args.out.resolve().parent)
+        plot(runs[0].points, runs[0].loaded[-1].stats.rps, title, png)
+        args.plot_name = os.path.relpath(png.resolve(), args.out.resolve().parent)
     section = render(args, runs, model)
     print(section)
     if not args.no_write:

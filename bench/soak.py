@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import random
 import tempfile
@@ -25,9 +24,9 @@ from pathlib import Path
 
 import aiohttp
 
+from bench.harness.procs import has_torch, rss_mb
 from bench.loadgen import session, split, spread
 from bench.machine import machine_info, machine_line
-from bench.procs import rss_mb
 from bench.report import command, write_section
 from bench.workload import model_dir
 
@@ -149,10 +148,7 @@ def role_of(pid: int, launcher: int) -> str:
     """ "launcher", "engine core" (the processes that mapped torch) or "http workers"."""
     if pid == launcher:
         return "launcher"
-    with contextlib.suppress(OSError):
-        if "libtorch" in Path(f"/proc/{pid}/maps").read_text():
-            return "engine core"
-    return "http workers"
+    return "engine core" if has_torch(pid) else "http workers"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

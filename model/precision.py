@@ -3,7 +3,6 @@ CPU) or int8-ffn (only the decoder's inner feed-forward layers), and the `auto` 
 
 from __future__ import annotations
 
-import re
 import warnings
 from pathlib import Path
 
@@ -22,13 +21,19 @@ INT8_FLAGS = ("amx_int8", "avx512_vnni", "avx_vnni")  # int8 dot products in har
 BF16_FLAGS = ("amx_bf16", "avx512_bf16")  # bf16 dot products: without them bf16 runs 3-5x slower than float32 (AVX2)
 
 
-def cpu_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> set[str]:
-    """The CPU's instruction-set flags as the kernel lists them (empty where there is no /proc/cpuinfo)."""
+def cpuinfo(path: Path = Path("/proc/cpuinfo")) -> dict[str, str]:
+    """The first CPU's fields as the kernel lists them ("flags", "model name", ...; empty where there is none)."""
     try:
-        match = re.search(r"^flags\s*:\s*(.*)$", cpuinfo.read_text(), flags=re.M)
+        first = path.read_text().split("\n\n", 1)[0]
     except OSError:
-        return set()
-    return set(match.group(1).split()) if match else set()
+        return {}
+    fields = (line.partition(":") for line in first.splitlines())
+    return {name.strip(): value.strip() for name, sep, value in fields if sep}
+
+
+def cpu_flags(path: Path = Path("/proc/cpuinfo")) -> set[str]:
+    """The CPU's instruction-set flags as the kernel lists them (empty where there is no /proc/cpuinfo)."""
+    return set(cpuinfo(path).get("flags", "").split())
 
 
 def choose(setting: str, device: str, flags: set[str] | None = None) -> tuple[str, str]:

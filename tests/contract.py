@@ -16,7 +16,7 @@ COUNTERS = (
     "mt_request_failures_total",
     "mt_input_tokens_total",
     "mt_generated_tokens_total",
-    "mt_limit_rejections_total",  # issue 24: keys and limits, the translation cache
+    "mt_limit_rejections_total",  # keys and limits, the translation cache
     "mt_cache_hits_total",
     "mt_cache_misses_total",
 )

@@ -1,2 +1,3 @@
 """Real processes and artefacts that the tests and the benchmarks share: the server launcher (`server`), tiny random
-models and tokenizers (`fixtures`), and what a client reads back (`client`)."""
+models and tokenizers (`fixtures`), what a client reads back (`client`), and the server's processes as the OS sees
+them (`procs`)."""

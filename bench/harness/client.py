@@ -1,60 +1,40 @@
-"""What a client reads back from the real server: server-sent events, and /metrics as Prometheus samples."""
+"""What a client reads back from the real server: server-sent events (httpx-sse), and /metrics as Prometheus samples
+(prometheus_client's text parser)."""
 
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 
 import httpx
-
-SAMPLE_LINE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)$")
+from httpx_sse import EventSource
+from prometheus_client.parser import text_string_to_metric_families
 
 
 @dataclass
 class Sse:
-    """One server-sent event."""
+    """One server-sent event, its data decoded from JSON."""
 
     event: str
     data: dict | None
 
 
 def parse_sse(text: str) -> list[Sse]:
-    """Events from an event-stream body (comments such as keep-alives are skipped)."""
-    events = []
-    for block in text.replace("\r\n", "\n").split("\n\n"):
-        name, data = "message", []
-        for line in block.split("\n"):
-            if line.startswith(":") or not line:
-                continue
-            field, _, value = line.partition(":")
-            value = value.removeprefix(" ")
-            if field == "event":
-                name = value
-            elif field == "data":
-                data.append(value)
-        if data:
-            events.append(Sse(name, json.loads("\n".join(data))))
-    return events
+    """Events from an event-stream body (comments such as keep-alives and events without data are skipped)."""
+    body = httpx.Response(200, headers={"content-type": "text/event-stream"}, text=text + "\n\n")  # ends the last one
+    return [Sse(e.event, json.loads(e.data)) for e in EventSource(body).iter_sse() if e.data]
 
 
 Samples = dict[tuple[str, frozenset], float]
-LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 
 
 def metrics(url: str) -> Samples:
-    """Samples of /metrics keyed by (name, labels), checking that every line is Prometheus text."""
+    """Samples of /metrics keyed by (name, labels); the parser raises on anything that is not Prometheus text."""
     r = httpx.get(url + "/metrics", timeout=10)
     assert r.status_code == 200
     assert r.headers["content-type"].startswith("text/plain")
-    out = {}
-    for line in r.text.splitlines():
-        if line and not line.startswith("#"):
-            m = SAMPLE_LINE.match(line)
-            assert m, f"not Prometheus text: {line!r}"
-            labels = frozenset(LABEL.findall(m.group(2) or ""))
-            out[(m.group(1), labels)] = float(m.group(3))
-    return out
+    families = text_string_to_metric_families(r.text)
+    return {(s.name, frozenset(s.labels.items())): s.value for f in families for s in f.samples}
 
 
 def value(samples: Samples, name: str, **labels: str) -> float:

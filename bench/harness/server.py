@@ -16,7 +16,7 @@ import httpx
 
 from app.keys.records import KeyRecord
 from app.keys.sqlite_store import SqliteStore
-from bench.procs import children, has_torch, is_python_child
+from bench.harness.procs import children, has_torch, is_python_child
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository
 

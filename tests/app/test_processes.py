@@ -15,8 +15,8 @@ import httpx
 import pytest
 
 from bench.harness.client import metrics, parse_sse, value
+from bench.harness.procs import connections, has_torch
 from bench.harness.server import ServerProcess
-from bench.procs import connections, has_torch
 from tests.app.helpers import LONG, body, offline, wait_for
 
 TEXTS = ["the cat sleeps", "a big red dog runs in the city", "hello world", "the small green tree eats the house"]

@@ -17,8 +17,8 @@ import httpx
 import psutil
 import pytest
 
+from bench.harness.procs import has_torch, is_python_child, tree
 from bench.harness.server import free_port
-from bench.procs import has_torch, is_python_child, tree
 
 from .helpers import ROOT, SERVER_PORT
 

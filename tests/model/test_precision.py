@@ -10,7 +10,7 @@ from torch.ao.nn.quantized import dynamic as nnqd
 from app.settings import BUILTIN
 from model.checkpoint import load
 from model.packed import PackedLinear, narrowest
-from model.precision import INT8_FLAGS, Int8Linear, choose, cpu_flags, quantize_int8
+from model.precision import INT8_FLAGS, Int8Linear, choose, cpu_flags, cpuinfo, quantize_int8
 
 VNNI = ({"avx2", "avx512f", "avx512_vnni"}, {"avx2", "avx_vnni"}, {"avx512f", "amx_bf16", "amx_int8"})
 
@@ -28,6 +28,14 @@ def test_auto_on_cpu_is_float32_and_names_the_int8_modes_where_they_pay():
     precision, why = choose("bfloat16", "cpu", {"avx2"})  # AMD Zen 3: 0.19-0.29x float32 from 16 rows
     assert precision == "bfloat16" and "no bf16 instructions" in why and "float32 is faster" in why
     assert isinstance(cpu_flags(), set)
+
+
+def test_cpuinfo_reads_the_first_cpus_fields(tmp_path):
+    """The first processor's block only; a missing file gives nothing (no flags: float32 everywhere)."""
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor\t: 0\nmodel name\t: AMD EPYC 9B14\nflags\t: fpu avx2\n\nprocessor\t: 1\nflags\t: sse\n")
+    assert cpuinfo(info)["model name"] == "AMD EPYC 9B14" and cpu_flags(info) == {"fpu", "avx2"}
+    assert cpuinfo(tmp_path / "none") == {} and cpu_flags(tmp_path / "none") == set()
 
 
 def test_unknown_dtype_is_refused_by_name():

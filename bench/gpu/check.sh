@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
-# The next GPU session (issues 21 and 26) in three device calls of < 600 s each; bench/gpu_plan.md says why and how.
-# Before: `bash bench/gpu_wheels.sh` here. Then run command "bash bench/gpu_check.sh N", carry [".whl"], N = 1, 2, 3:
-#   1  the CUDA test lanes, then issue 26's serving loads (default OPUS-MT beam 4, and mixed) at 64 and 256 clients
+# A GPU session in three device calls of < 600 s each; bench/gpu/README.md says why and how.
+# Before: `bash bench/gpu/wheels.sh` here. Then run command "bash bench/gpu/check.sh N", carry [".whl"], N = 1, 2, 3:
+#   1  the CUDA test lanes, then the serving loads (default OPUS-MT beam 4, and mixed) at 64 and 256 clients
 #   2  bench.gpu_speed --shape opus: greedy and beam 4 at 1/32/64/256 against transformers fp16/fp32, the roofline
 #   3  bench.gpu_speed --shape nllb600m: the same at batch 64
-# "bash bench/gpu_check.sh 2 before" (carry [".whl", ".before"]): stage 2 or 3 with the model package in .before/
+# "bash bench/gpu/check.sh 2 before" (carry [".whl", ".before"]): stage 2 or 3 with the model package in .before/
 # (another tree's model/, e.g. main's) under this tree's benchmarks, into $OUT/before/.
 # After: python -m bench.report docs/benchmarks.md FILES_AT/*.md   (the sections it wrote under $OUT)
 set -x
-stage=${1:?usage: bash bench/gpu_check.sh 1|2|3 [before]}
+stage=${1:?usage: bash bench/gpu/check.sh 1|2|3 [before]}
 out=${OUT:-/tmp/gpu_check_out}
 repo=$PWD
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
@@ -23,7 +23,7 @@ mkdir -p "$out"
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,clocks.max.mem --format=csv > "$out/gpu.txt" 2>&1
 case $stage in
 1)
-  python3 -m bench.opus_shape /tmp/opus-mt-en-de --beam-default > /dev/null 2>&1 &
+  python3 -m bench.marian /tmp/opus-mt-en-de --beam-default > /dev/null 2>&1 &
   lanes=$( (grep -rlE "cuda" tests/model tests/app --include='test_*.py'; ls tests/model/test_*parity*.py \
     tests/model/runner/test_decoding.py tests/app/test_overlap.py) | sort -u)  # CUDA lanes, parity with transformers
   timeout 220 python3 -m pytest -q -p no:cacheprovider $lanes 2>&1 | tee "$out/tests.log" | tail -15
