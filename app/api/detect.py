@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from app.api.deps import ERRORS, FieldsDep, ServiceDep, validated
+from app.api.deps import ERRORS, Admitted, FieldsDep, ServiceDep, validated
 from app.api.fields import FORM_TYPES
 from app.errors import ApiError
-from app.keys.access import Admitted
 from app.schemas import Detection, DetectRequest
 
 router = APIRouter()

@@ -9,12 +9,11 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
-from app.api.deps import DISCONNECT_CHECK_S, ERRORS, FieldsDep, ServiceDep, validated
+from app.api.deps import DISCONNECT_CHECK_S, ERRORS, Admitted, FieldsDep, ServiceDep, validated
 from app.api.fields import FORM_TYPES
 from app.cache import cacheable
 from app.errors import ApiError, error_body
 from app.job import Event, Item, Job
-from app.keys.access import Admitted
 from app.planner import Ask, Plan, plan
 from app.schemas import TranslateRequest, TranslateResponse
 from app.service import Service
