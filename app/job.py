@@ -18,6 +18,16 @@ from model.tokenizer import IncrementalDetokenizer
 Event = int | Result  # a new token, or the unit's result
 
 
+class TooLong(ApiError):
+    """A unit over max_input_tokens: 422 naming the text; its `tokens` and the `limit` for callers that say it
+    their own way."""
+
+    def __init__(self, index: int, tokens: int, limit: int, whole: bool):
+        hint = "; set parameters.split_sentences=true or send shorter texts" if whole else ""
+        super().__init__(422, "validation", f"q[{index}]: {tokens} tokens exceeds max_input_tokens={limit}{hint}")
+        self.tokens, self.limit = tokens, limit
+
+
 @dataclass
 class Unit:
     """A piece of one text that the model translates by itself."""
@@ -74,10 +84,7 @@ class Job:
         for text in layout.units:
             ids = self.prefix + self.tokenizer.encode(text)
             if len(ids) > limit:
-                hint = "" if len(layout.units) > 1 else "; set parameters.split_sentences=true or send shorter texts"
-                raise ApiError(
-                    422, "validation", f"q[{index}]: {len(ids)} tokens exceeds max_input_tokens={limit}{hint}"
-                )
+                raise TooLong(index, len(ids), limit, whole=len(layout.units) == 1)
             units.append(Unit(ids, detok=self.tokenizer.detokenizer() if self.stream else None))
         return units
 

@@ -11,6 +11,7 @@ from collections import Counter
 
 from app.documents import Document, Segment
 from app.errors import ApiError
+from app.job import TooLong
 from app.planner import Plan
 from app.protect import Masked, find_spans
 from app.settings import Settings
@@ -33,9 +34,9 @@ class Rounds:
         layouts = [plain_layout(t, True) for t in unique]
         try:
             job = self.plan.job(layouts, self.settings)
-        except ApiError as exc:
-            detail = exc.message.split(":", 1)[1].split(";")[0]  # "N tokens exceeds max_input_tokens=M"
-            raise ApiError(exc.status, exc.error_type, f"file: a sentence of{detail}") from None
+        except TooLong as exc:
+            msg = f"file: a sentence of {exc.tokens} tokens exceeds max_input_tokens={exc.limit}"
+            raise ApiError(exc.status, exc.error_type, msg) from None
         self.total += sum(len(item.units) for item in job.items)
         try:
             await job.submit()
