@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from app.engine.client import EngineGone, Overloaded
 from app.engine.messages import Result, Segment
 from app.errors import ApiError
+from app.layout import Layout
 from app.service import ModelEntry
-from app.text import Layout
 from model.params import DecodeParams
 from model.tokenizer import IncrementalDetokenizer
 

@@ -9,11 +9,12 @@ from dataclasses import dataclass, field, replace
 from app.cache import cache_key
 from app.errors import ApiError
 from app.job import Job
+from app.layout import Layout
 from app.protect import find_spans, split_layout
 from app.schemas import Parameters
 from app.service import Route, Service
 from app.settings import Settings
-from app.text import Layout, html_layout, plain_layout
+from app.text import html_layout, plain_layout
 from model.description import Description
 from model.params import DecodeParams
 
