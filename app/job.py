@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from app.engine.client import EngineGone, Overloaded
-from app.engine.messages import Result, Segment
+from app.engine.messages import Result, WireUnit
 from app.errors import ApiError
 from app.layout import Layout
 from app.service import ModelEntry
@@ -90,16 +90,16 @@ class Job:
 
     async def submit(self) -> None:
         """Queue every unit on the engine at once, or none (503 overloaded with Retry-After; 503 not_ready)."""
-        engine, segments = self.entry.engine, []
+        engine, wire = self.entry.engine, []
         for i, item in enumerate(self.items):
             for u, unit in enumerate(item.units):
                 unit.id = engine.new_id()
                 self.where[unit.id] = (i, u)
-                segments.append(Segment(unit.id, unit.ids))
-        if not segments:
+                wire.append(WireUnit(unit.id, unit.ids))
+        if not wire:
             return
         try:
-            await engine.submit(self.params, segments, self.stream, self.arrival, self)
+            await engine.submit(self.params, wire, self.stream, self.arrival, self)
         except Overloaded as exc:
             raise ApiError(503, "overloaded", f"server overloaded: {exc}; retry later", {"Retry-After": "1"}) from None
         except EngineGone as exc:
