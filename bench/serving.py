@@ -35,7 +35,7 @@ from pathlib import Path
 
 import torch
 
-from app.engine.proc import budget, decoder
+from app.engine.build import budget, decoder
 from app.settings import Settings
 from bench import sweep
 from bench.loadgen import Stats, closed_loop, one_post, per_step, server_metrics

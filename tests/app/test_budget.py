@@ -93,7 +93,7 @@ def test_64_default_requests_of_a_beam_4_checkpoint_start_in_one_wave(tmp_path):
     settings on CPU: 64 requests with no parameters (beam 4, max_new_tokens 511 as /translate resolves them) are all
     admitted by the first round, and the next step runs their 256 beam rows together."""
     pytest.importorskip("transformers")
-    from app.engine.proc import make_core
+    from app.engine.build import make_core
     from app.planner import Ask, decode_params
     from bench.harness.fixtures import make_marian
     from model.checkpoint import load

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+from app.engine.build import make_core as engine_core
 from app.engine.messages import Update
-from app.engine.proc import make_core as engine_core
 from app.settings import Settings
 from model.runner.batch import DecodeBatch
 from tests.app.inprocess import POISON, TEXTS, make_core, oracle, rounds, submit
