@@ -8,14 +8,24 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from app.engine.client import EngineGone, Overloaded
-from app.engine.messages import Result, Segment
+from app.engine.messages import Result, WireUnit
 from app.errors import ApiError
+from app.layout import Layout
 from app.service import ModelEntry
-from app.text import Layout
 from model.params import DecodeParams
 from model.tokenizer import IncrementalDetokenizer
 
 Event = int | Result  # a new token, or the unit's result
+
+
+class TooLong(ApiError):
+    """A unit over max_input_tokens: 422 naming the text; its `tokens` and the `limit` for callers that say it
+    their own way."""
+
+    def __init__(self, index: int, tokens: int, limit: int, whole: bool):
+        hint = "; set parameters.split_sentences=true or send shorter texts" if whole else ""
+        super().__init__(422, "validation", f"q[{index}]: {tokens} tokens exceeds max_input_tokens={limit}{hint}")
+        self.tokens, self.limit = tokens, limit
 
 
 @dataclass
@@ -74,25 +84,22 @@ class Job:
         for text in layout.units:
             ids = self.prefix + self.tokenizer.encode(text)
             if len(ids) > limit:
-                hint = "" if len(layout.units) > 1 else "; set parameters.split_sentences=true or send shorter texts"
-                raise ApiError(
-                    422, "validation", f"q[{index}]: {len(ids)} tokens exceeds max_input_tokens={limit}{hint}"
-                )
+                raise TooLong(index, len(ids), limit, whole=len(layout.units) == 1)
             units.append(Unit(ids, detok=self.tokenizer.detokenizer() if self.stream else None))
         return units
 
     async def submit(self) -> None:
         """Queue every unit on the engine at once, or none (503 overloaded with Retry-After; 503 not_ready)."""
-        engine, segments = self.entry.engine, []
+        engine, wire = self.entry.engine, []
         for i, item in enumerate(self.items):
             for u, unit in enumerate(item.units):
                 unit.id = engine.new_id()
                 self.where[unit.id] = (i, u)
-                segments.append(Segment(unit.id, unit.ids))
-        if not segments:
+                wire.append(WireUnit(unit.id, unit.ids))
+        if not wire:
             return
         try:
-            await engine.submit(self.params, segments, self.stream, self.arrival, self)
+            await engine.submit(self.params, wire, self.stream, self.arrival, self)
         except Overloaded as exc:
             raise ApiError(503, "overloaded", f"server overloaded: {exc}; retry later", {"Retry-After": "1"}) from None
         except EngineGone as exc:

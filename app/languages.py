@@ -1,17 +1,12 @@
 """Languages the server serves, and detecting a text's language among every language the detector knows (py3langid:
-its model ships inside the package, nothing is downloaded); "auto" routes only to a language that is served."""
+its model ships inside the package, nothing is downloaded)."""
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
 
-from app.errors import ApiError
 from model.languages import language_name
-
-if TYPE_CHECKING:
-    from app.service import Service
 
 ALIASES = {"zt": "zh", "pb": "pt"}  # API codes whose language the detector knows under another code
 TOP = 3  # candidates /detect returns per text
@@ -54,6 +49,16 @@ class Detector:
         ranked = self.load()._identifier.rank(text)[:top]
         return [{"language": label, "confidence": round(100 * p, 2)} for label, p in ranked]
 
+    def among(self, text: str, codes: list[str]) -> dict:
+        """The language of `text` as {"language", "confidence"}: the API code of `codes` it is detected as, else the
+        detector's own label (the caller refuses it); the only code, at confidence 0, when the detector knows none of
+        `codes` (e.g. "mul")."""
+        labels = self.labels(codes)
+        if not labels and len(codes) == 1:
+            return {"language": codes[0], "confidence": 0.0}
+        best = self.rank(text, top=1)[0]
+        return {**best, "language": labels.get(best["language"], best["language"])}
+
 
 def listing(pairs: Iterable[tuple[str, str]]) -> list[dict]:
     """GET /languages, as LibreTranslate answers: every language that is a source or a target, with its name and the
@@ -63,25 +68,3 @@ def listing(pairs: Iterable[tuple[str, str]]) -> list[dict]:
         targets.setdefault(source, set()).add(target)
         targets.setdefault(target, set())
     return [{"code": c, "name": language_name(c), "targets": sorted(t)} for c, t in sorted(targets.items())]
-
-
-def detect_source(service: Service, texts: list[str], target: str) -> dict:
-    """source "auto": the language of all texts together; 400 naming it and the pairs when it is not served into
-    `target`."""
-    candidates = service.sources_into(target)
-    if not candidates:
-        why = f"source 'auto' with target '{target}': no model translates into it"
-        raise ApiError(400, "unsupported_language", why)
-    labels = service.detector.labels(candidates)
-    if not labels and len(candidates) == 1:  # a source the detector does not know (e.g. "mul"): the only one
-        return {"language": candidates[0], "confidence": 0.0}
-    best = service.detector.rank(" ".join(texts), top=1)[0]
-    if best["language"] in labels:
-        return {**best, "language": labels[best["language"]]}
-    pairs = ", ".join(f"{s}-{t}" for s, t in service.pairs())
-    raise ApiError(
-        400,
-        "unsupported_language",
-        f"source 'auto': detected '{best['language']}' (confidence {best['confidence']}%), which no model translates "
-        f"into '{target}'; served pairs: {pairs}; set source to one of {candidates}",
-    )

@@ -74,18 +74,20 @@ class Metrics:
 
 class Tally:
     """Observations of one histogram gathered in this process and added to it in one go (`push`): the engine core
-    observes every decode step, and each Prometheus observation is a locked write to the metrics' shared files. Uses
-    the histogram's bucket values, as Histogram.observe does; tests compare the exposed counts with the tokens."""
+    observes every decode step, and each Prometheus observation is a locked write to the metrics' shared files.
+    prometheus_client has no public way to add n observations at once: `push` writes the histogram's own bucket and
+    sum values (`_buckets`, `_sum`), which pyproject pins to the versions tests/app/test_metrics.py checks it on."""
 
     def __init__(self, histogram: Histogram):
         self.histogram = histogram
-        self.counts = [0] * len(histogram._upper_bounds)
+        self.bounds = upper_bounds(histogram)
+        self.counts = [0] * len(self.bounds)
         self.sum = 0.0
 
     def observe(self, value: float, n: int = 1) -> None:
         """n observations of one value (every row of a decode step waited as long for its token)."""
         if n > 0:
-            self.counts[bisect.bisect_left(self.histogram._upper_bounds, value)] += n
+            self.counts[bisect.bisect_left(self.bounds, value)] += n
             self.sum += value * n
 
     def push(self) -> None:
@@ -97,3 +99,9 @@ class Tally:
             if n:
                 bucket.inc(n)
         self.counts, self.sum = [0] * len(self.counts), 0.0
+
+
+def upper_bounds(histogram: Histogram) -> list[float]:
+    """The histogram's bucket bounds, +Inf last, as it exposes them (a bucket holds the values up to its bound)."""
+    (family,) = histogram.collect()
+    return [float(s.labels["le"]) for s in family.samples if s.name.endswith("_bucket")]

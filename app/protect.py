@@ -10,7 +10,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from app.text import Layout
+from app.layout import Layout
 
 PRINTF = r"%(?:\(\w+\))?(?:\d+\$)?[-+#0]*(?:\d+|\*)?(?:\.\d+)?(?:hh|h|ll|l|L|z|j|t)?[diouxXeEfFgGcrsa@%]"
 BRACE = r"\{\{?[\w.:-]*\}?\}"  # {0} {name} {{name}} {}

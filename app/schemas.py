@@ -33,12 +33,22 @@ class Parameters(BaseModel):
         return self.temperature is not None or self.top_k is not None or self.top_p is not None
 
 
-class TranslateRequest(BaseModel):
-    """POST /translate body (JSON or form)."""
+class Texts(BaseModel):
+    """A body whose `q` is one text or a list of texts."""
 
     model_config = ConfigDict(extra="ignore")
 
     q: str | list[str] = Field(description="text or list of texts")
+
+    @property
+    def texts(self) -> list[str]:
+        """`q` as a list."""
+        return [self.q] if isinstance(self.q, str) else self.q
+
+
+class TranslateRequest(Texts):
+    """POST /translate body (JSON or form)."""
+
     source: str = Field("auto", min_length=1, max_length=16)
     target: str = Field(min_length=1, max_length=16)
     format: Literal["text", "html"] = "text"
@@ -87,12 +97,9 @@ class Detection(BaseModel):
     confidence: float
 
 
-class DetectRequest(BaseModel):
+class DetectRequest(Texts):
     """POST /detect body (JSON or form)."""
 
-    model_config = ConfigDict(extra="ignore")
-
-    q: str | list[str] = Field(description="text or list of texts")
     api_key: str | None = None
 
 

@@ -33,6 +33,15 @@ class ModelEntry:
         return self.card.description
 
 
+@dataclass
+class Route:
+    """Where a request goes: the model, its source language, and how that was detected (source "auto") if it was."""
+
+    entry: ModelEntry
+    source: str
+    detected: dict | None = None
+
+
 class Service:
     """Owns the engine clients and readiness; the HTTP layer reaches everything through it."""
 
@@ -99,8 +108,11 @@ class Service:
         """Source languages that some model translates into `target`."""
         return sorted({s for s, t in self.pairs() if t == target})
 
-    def route(self, source: str, target: str) -> ModelEntry:
-        """The model for source->target (400 unsupported_language naming the pairs served)."""
+    def route(self, source: str, target: str, texts: list[str] = ()) -> Route:
+        """The model for source->target; source "auto" is the language of the texts together, among the sources
+        served into `target` (400 unsupported_language naming the pairs served)."""
+        detected = self._detect(texts, target) if source == "auto" else None
+        source = detected["language"] if detected else source
         entry = next((m for m in self.models.values() if m.checkpoint.languages.serves(source, target)), None)
         if entry is None:
             pairs = [f"{a}-{b}" for a, b in self.pairs()]
@@ -108,7 +120,24 @@ class Service:
             raise ApiError(
                 400, "unsupported_language", f"no model for source '{source}' -> target '{target}'; served: {served}"
             )
-        return entry
+        return Route(entry, source, detected)
+
+    def _detect(self, texts: list[str], target: str) -> dict:
+        """The texts' language among the sources served into `target`; 400 naming it and the pairs when it is not."""
+        candidates = self.sources_into(target)
+        if not candidates:
+            why = f"source 'auto' with target '{target}': no model translates into it"
+            raise ApiError(400, "unsupported_language", why)
+        found = self.detector.among(" ".join(texts), candidates)
+        if found["language"] in candidates:
+            return found
+        pairs = ", ".join(f"{s}-{t}" for s, t in self.pairs())
+        raise ApiError(
+            400,
+            "unsupported_language",
+            f"source 'auto': detected '{found['language']}' (confidence {found['confidence']}%), which no model "
+            f"translates into '{target}'; served pairs: {pairs}; set source to one of {candidates}",
+        )
 
     def wait_drained(self, timeout: float) -> None:
         """Block until in-flight HTTP requests finish or `timeout` passes."""

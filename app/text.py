@@ -1,34 +1,18 @@
-"""Text units: sentence splitting (sentencex, per language) and HTML text nodes, each unit translated on its own and
-put back."""
+"""Texts cut into layouts (app.layout): sentences (sentencex, per language) and HTML text nodes, each unit translated
+on its own and put back."""
 
 from __future__ import annotations
 
 import html
 import re
-from dataclasses import dataclass
 from html.parser import HTMLParser
 
 import sentencex
 
+from app.layout import Layout
+
 SKIP_TAGS = {"script", "style", "code", "pre", "textarea"}
 VOID_TAGS = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
-
-
-@dataclass
-class Layout:
-    """A text cut into pieces: literal pieces stay, unit pieces are translated (by index into `units`)."""
-
-    pieces: list[str | int]
-    units: list[str]
-    escape: bool = False  # HTML: translated text is escaped when put back
-
-    def render(self, text: str) -> str:
-        """A unit's translated text as it appears in the output."""
-        return html.escape(text, quote=False) if self.escape else text
-
-    def join(self, translations: list[str]) -> str:
-        """Put translated units back between the literal pieces."""
-        return "".join(self.render(translations[p]) if isinstance(p, int) else p for p in self.pieces)
 
 
 def sentences(text: str, language: str = "en") -> list[str]:

@@ -10,7 +10,7 @@ sentences and decoding work (greedy, exactly --new-tokens tokens per text).
 
 --load picks the requests: greedy (beam_size 1), default (no beam_size: the checkpoint's, OPUS-MT's beam 4) or mixed
 (the two alternating); every one forced to --new-tokens tokens, streamed; the offline engine decodes the same requests
-with the parameters the server derives from them (app.api.translate.decode_params).
+with the parameters the server derives from them (app.planner.decode_params).
 
 (1) One POST of --texts texts (JSON) against the offline engine on the same texts as one batch (target: >= 0.9x).
 (2) For each --clients C: C closed-loop streaming clients spread over --client-procs processes. Client tokens/s,
@@ -35,7 +35,7 @@ from pathlib import Path
 
 import torch
 
-from app.engine.proc import budget, decoder
+from app.engine.build import budget, decoder
 from app.settings import Settings
 from bench.harness.procs import cpu_account, cpu_lines
 from bench.loadgen import Stats, closed_loop, one_post, open_loop, per_step, server_metrics

@@ -94,12 +94,11 @@ def load_fields(load: str, new_tokens: int) -> list[dict]:
 
 def server_params(ck, fields: list[dict], rows: int) -> list:
     """The DecodeParams the server derives from each kind of request (its checkpoint defaults and limits)."""
-    from app.api.translate import decode_params
-    from app.schemas import TranslateRequest
+    from app.planner import Ask, decode_params
+    from app.schemas import Parameters
 
     settings = Settings(max_batch_size=rows)
-    body = lambda f: TranslateRequest(q="x", source=ck.source_lang, target=ck.target_lang, parameters=f)  # noqa: E731
-    return [decode_params(body(f), settings, ck, ck.target_lang) for f in fields]
+    return [decode_params(Ask(ck.source_lang, ck.target_lang, Parameters(**f)), settings, ck) for f in fields]
 
 
 def bodies(

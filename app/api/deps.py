@@ -1,5 +1,5 @@
-"""What the routes share: the service and the request's fields as dependencies, the error responses they document,
-and body validation that answers 422 naming the field."""
+"""What the routes share: the service, the request's fields and its admission (API key and limits) as dependencies,
+the error responses they document, and body validation that answers 422 naming the field."""
 
 from __future__ import annotations
 
@@ -25,6 +25,22 @@ async def get_service(request: Request) -> Service:
 
 ServiceDep = Annotated[Service, Depends(get_service)]
 FieldsDep = Annotated[dict, Depends(read_fields)]
+
+
+def texts_of(q: object) -> list[str]:
+    """The texts of a `q` field as sent (validation comes later)."""
+    if isinstance(q, str):
+        return [q]
+    return [t for t in q if isinstance(t, str)] if isinstance(q, list) else []
+
+
+async def admit(request: Request, service: ServiceDep, fields: FieldsDep) -> None:
+    """Admit the request by its api_key and q (from any client shape) or refuse it (the service's Limiter)."""
+    client = request.client.host if request.client else "unknown"
+    await service.limiter.admit(fields.get("api_key"), client, texts_of(fields.get("q")))
+
+
+Admitted = Annotated[None, Depends(admit)]
 
 
 def validated(model: type[M], data: dict) -> M:

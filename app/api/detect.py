@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from app.api.deps import ERRORS, FieldsDep, ServiceDep, validated
+from app.api.deps import ERRORS, Admitted, FieldsDep, ServiceDep, validated
 from app.api.fields import FORM_TYPES
 from app.errors import ApiError
-from app.keys.access import Admitted
 from app.schemas import Detection, DetectRequest
 
 router = APIRouter()
@@ -32,7 +31,7 @@ async def detect(service: ServiceDep, fields: FieldsDep, _: Admitted) -> list:
     whether or not a model serves them."""
     body = validated(DetectRequest, fields)
     service.require_ready()
-    texts = [body.q] if isinstance(body.q, str) else body.q
+    texts = body.texts
     if not texts or any(not t.strip() for t in texts):
         raise ApiError(422, "validation", "q: must be a non-empty text or list of non-empty texts")
     if len(texts) > service.settings.max_items:

@@ -12,14 +12,13 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.datastructures import UploadFile
 
 from app.api.deps import DISCONNECT_CHECK_S, ERRORS, ServiceDep, validated
-from app.api.translate import decode_params, event
+from app.api.translate import event
 from app.documents import Document
 from app.documents.formats import FORMATS, extension, open_document
 from app.documents.pipeline import Rounds, check_limits, translate_document
 from app.documents.store import FileStore, safe_filename
 from app.errors import ApiError, error_body
-from app.languages import detect_source
-from app.schemas import TranslateRequest
+from app.planner import Ask, plan_route
 from app.service import Service
 
 router = APIRouter()
@@ -59,18 +58,6 @@ async def read_upload(request: Request, service: Service) -> tuple[FileRequest, 
     return fields, upload.filename or "", data
 
 
-def plan(fields: FileRequest, doc: Document, service: Service) -> tuple[Rounds, dict | None]:
-    """Route the file to a model (detecting "auto" from its first characters) with the model's default decoding."""
-    sample = " ".join(s.text for s in doc.segments)[:DETECT_CHARS] or "-"
-    detected = detect_source(service, [sample], fields.target) if fields.source == "auto" else None
-    source = detected["language"] if detected else fields.source
-    entry = service.route(source, fields.target)
-    ck = entry.checkpoint
-    body = TranslateRequest(q="-", source=source, target=fields.target)
-    params = decode_params(body, service.settings, ck, fields.target)
-    return Rounds(entry, params, ck.languages.prefix(source, fields.target), service.settings), detected
-
-
 def wants(request: Request, media_type: str) -> bool:
     """Whether the client's Accept header names a media type."""
     return media_type in request.headers.get("accept", "")
@@ -105,9 +92,10 @@ async def translate_file(request: Request, service: ServiceDep):
     doc, media_type = await asyncio.to_thread(open_document, filename, data, s, fields.target)
     check_limits(doc, s)
     await service.limiter.admit(fields.api_key, client, ["".join(seg.text for seg in doc.segments)])
-    rounds, detected = plan(fields, doc, service)
+    sample = " ".join(seg.text for seg in doc.segments)[:DETECT_CHARS] or "-"
+    rounds = Rounds(plan_route(service, Ask(fields.source, fields.target), [sample]), s)
     direct = fields.direct or wants(request, "application/octet-stream")
-    job = FileJob(fields, filename, doc, rounds, detected, direct)
+    job = FileJob(fields, filename, doc, rounds, direct)
     service.inflight += 1
     task = asyncio.create_task(job.finish(service, str(request.base_url)))
     if wants(request, "text/event-stream") and not direct:
@@ -130,7 +118,6 @@ class FileJob:
     filename: str
     doc: Document
     rounds: Rounds
-    detected: dict | None
     direct: bool
 
     async def finish(self, service: Service, base_url: str) -> dict:
@@ -138,13 +125,14 @@ class FileJob:
         flagged = await translate_document(self.doc, self.rounds)
         out = await asyncio.to_thread(self.doc.save)
         segments = len(self.doc.segments)
-        details = {"model": self.rounds.entry.checkpoint.name, "segments": segments, "flagged": flagged}
+        route = self.rounds.plan.route
+        details = {"model": route.entry.checkpoint.name, "segments": segments, "flagged": flagged}
         if self.direct:
             return {"file": out, "details": details}
         name = await asyncio.to_thread(store(service).put, out, self.filename, self.fields.api_key)
         answer = {"translatedFileUrl": f"{base_url}download_file/{name}", "details": details}
-        if self.detected is not None:
-            answer["detectedLanguage"] = self.detected
+        if route.detected is not None:
+            answer["detectedLanguage"] = route.detected
         return answer
 
 

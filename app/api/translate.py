@@ -4,26 +4,19 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
-from app.api.deps import DISCONNECT_CHECK_S, ERRORS, FieldsDep, ServiceDep, validated
+from app.api.deps import DISCONNECT_CHECK_S, ERRORS, Admitted, FieldsDep, ServiceDep, validated
 from app.api.fields import FORM_TYPES
-from app.cache import cache_key, cacheable
+from app.cache import cacheable
 from app.errors import ApiError, error_body
 from app.job import Event, Item, Job
-from app.keys.access import Admitted
-from app.languages import detect_source
-from app.protect import find_spans, split_layout
+from app.planner import Ask, Plan, plan
 from app.schemas import TranslateRequest, TranslateResponse
-from app.service import ModelEntry, Service
-from app.settings import Settings
-from app.text import Layout, html_layout, plain_layout
-from model.description import Description
-from model.params import DecodeParams
+from app.service import Service
 
 router = APIRouter()
 BODY_SCHEMA = {"schema": {"$ref": "#/components/schemas/TranslateRequest"}}
@@ -42,92 +35,9 @@ async def read_body(request: Request, data: dict) -> TranslateRequest:
     return validated(TranslateRequest, data)
 
 
-def _given(value, default):
-    """The request's value when it set one, else the model's default."""
-    return default if value is None else value
-
-
-def decode_params(body: TranslateRequest, settings: Settings, desc: Description, target: str) -> DecodeParams:
-    """DecodeParams from the body over the checkpoint's defaults, enforcing the server's limits (422 naming field and
-    limit)."""
-    p, d = body.parameters, desc.defaults
-    n = body.alternatives + 1
-    default_beam = 1 if p.sampling else min(d.beam_size, settings.max_beam_size)  # sampling: no beam default
-    beam = max(_given(p.beam_size, default_beam), n)
-    if beam > settings.max_beam_size:
-        field = "parameters.beam_size" if (p.beam_size or 0) >= n else "alternatives"
-        raise ApiError(422, "validation", f"{field}: needs {beam} beams, over max_beam_size={settings.max_beam_size}")
-    if p.sampling and beam > 1:
-        raise ApiError(
-            422, "validation", "parameters: sampling (temperature/top_k/top_p) needs beam_size=1 and alternatives=0"
-        )
-    limit = min(settings.max_new_tokens, desc.config.max_positions - 1)
-    max_new = p.max_new_tokens or min(d.max_new_tokens or settings.default_max_new_tokens, limit)
-    if max_new > limit:
-        raise ApiError(422, "validation", f"parameters.max_new_tokens: {max_new} exceeds the limit of {limit}")
-    min_new = _given(p.min_new_tokens, min(d.min_new_tokens, max_new))
-    if min_new > max_new:
-        raise ApiError(422, "validation", f"parameters.min_new_tokens: {min_new} exceeds max_new_tokens={max_new}")
-    return DecodeParams(
-        beam_size=beam,
-        num_hypotheses=beam if n > 1 else 1,  # every beam: alternatives are picked distinct from these
-        max_new_tokens=max_new,
-        min_new_tokens=min_new,
-        length_penalty=_given(p.length_penalty, d.length_penalty),
-        repetition_penalty=_given(p.repetition_penalty, d.repetition_penalty),
-        no_repeat_ngram_size=_given(p.no_repeat_ngram_size, d.no_repeat_ngram_size),
-        sampling=p.sampling,
-        temperature=p.temperature or 1.0,
-        top_k=p.top_k or 0,
-        top_p=p.top_p or 1.0,
-        seed=p.seed,
-        return_scores=p.return_scores,
-        early_stopping=d.early_stopping,
-        forced_bos_id=desc.languages.forced_bos(target),
-        forced_eos=d.forced_eos,
-        bad_words_ids=d.bad_words_ids,
-    )
-
-
-@dataclass
-class Planned:
-    """A checked request on its way to the engine: texts cut into units, the model, the decoding parameters."""
-
-    entry: ModelEntry
-    source: str
-    layouts: list[Layout]
-    params: DecodeParams
-    prefix: list[int]
-    detected: dict | None
-
-    def job(self, settings: Settings, stream: bool, indices: list[int]) -> Job:
-        """The engine job for the texts at these indices."""
-        layouts = [self.layouts[i] for i in indices]
-        return Job(self.entry, layouts, self.params, settings.max_input_tokens, stream, self.prefix, self.detected)
-
-
-def plan(body: TranslateRequest, service: Service) -> Planned:
-    """Check readiness, language pair and limits; detect the source for "auto"; cut texts into units."""
-    s = service.settings
-    service.require_ready()
-    texts = [body.q] if isinstance(body.q, str) else body.q
-    if not texts:
-        raise ApiError(422, "validation", "q: must not be empty")
-    if len(texts) > s.max_items:
-        raise ApiError(422, "validation", f"q: {len(texts)} texts exceeds max_items={s.max_items}")
-    for i, text in enumerate(texts):
-        if not text.strip():
-            raise ApiError(422, "validation", f"q[{i}]: must not be empty")
-    detected = detect_source(service, texts, body.target) if body.source == "auto" else None
-    source = detected["language"] if detected else body.source
-    entry = service.route(source, body.target)
-    ck = entry.checkpoint
-    params = decode_params(body, s, ck, body.target)
-    cut = html_layout if body.format == "html" else plain_layout
-    layouts = [cut(t, body.parameters.split_sentences, source) for t in texts]
-    keep = lambda text: find_spans(text, ck.tokenizer.spells, placeholders=body.preserve_placeholders)
-    layouts = [split_layout(layout, keep) for layout in layouts]  # what the vocabulary cannot spell passes through
-    return Planned(entry, source, layouts, params, ck.languages.prefix(source, body.target), detected)
+def ask_of(body: TranslateRequest) -> Ask:
+    """What a /translate body asks for, in the planner's words."""
+    return Ask(body.source, body.target, body.parameters, body.alternatives, body.format, body.preserve_placeholders)
 
 
 def alternatives(job: Job, item: Item, n: int) -> list[str]:
@@ -204,9 +114,9 @@ def timing_headers(job: Job | None) -> dict[str, str]:
 async def translate(request: Request, service: ServiceDep, fields: FieldsDep, _: Admitted):
     """Translate `q` from `source` to `target`; `stream` answers with server-sent events."""
     body = await read_body(request, fields)
-    planned = plan(body, service)
+    planned = plan(service, ask_of(body), body.texts)
     if body.stream:
-        job = planned.job(service.settings, True, list(range(len(planned.layouts))))
+        job = planned.job(planned.layouts, service.settings, stream=True)
         await start(job, service)
         return JobStream(sse(job, body, service), job, service)
     return await answer(request, body, planned, service)
@@ -223,14 +133,14 @@ async def start(job: Job, service: Service) -> None:
         raise
 
 
-async def answer(request: Request, body: TranslateRequest, planned: Planned, service: Service) -> JSONResponse:
+async def answer(request: Request, body: TranslateRequest, planned: Plan, service: Service) -> JSONResponse:
     """The JSON answer: cached texts from the cache, the others from the engine (then cached); X-Cache says which."""
     n = len(planned.layouts)
     use_cache = service.cache.enabled and cacheable(planned.params, False)
-    keys = cache_keys(body, planned) if use_cache else []
+    keys = planned.cache_keys(body.texts) if use_cache else []
     answers = await service.cache.get_many(keys) if use_cache else [None] * n
     misses = [i for i, a in enumerate(answers) if a is None]
-    job = planned.job(service.settings, False, misses) if misses else None
+    job = planned.job([planned.layouts[i] for i in misses], service.settings) if misses else None
     if job is not None:
         await start(job, service)
         try:
@@ -246,20 +156,7 @@ async def answer(request: Request, body: TranslateRequest, planned: Planned, ser
     headers = timing_headers(job)
     if use_cache:
         headers["x-cache"] = "miss" if len(misses) == n else "hit" if not misses else "partial"
-    return JSONResponse(assemble(answers, body, planned.detected), headers=headers)
-
-
-def cache_keys(body: TranslateRequest, planned: Planned) -> list[str]:
-    """Each text's cache key."""
-    card = planned.entry.card
-    texts = [body.q] if isinstance(body.q, str) else body.q
-    options = {
-        "format": body.format,
-        "split": body.parameters.split_sentences,
-        "alternatives": body.alternatives,
-        "placeholders": body.preserve_placeholders,
-    }
-    return [cache_key(card.name, card.version, planned.source, body.target, options, planned.params, t) for t in texts]
+    return JSONResponse(assemble(answers, body, planned.route.detected), headers=headers)
 
 
 def stored(answer: dict) -> dict:

@@ -11,7 +11,7 @@ import polib
 from lxml import etree
 
 from app.documents import Segment, one_run
-from app.documents.limits import refuse_entities, xml_parser
+from app.documents.limits import parse_xml, xml_parser
 from app.documents.plain import decode
 from app.errors import ApiError
 
@@ -73,11 +73,7 @@ class Xliff:
     are kept as they are."""
 
     def __init__(self, data: bytes, target: str):
-        refuse_entities(data)
-        try:
-            self.tree = etree.fromstring(data, xml_parser())
-        except etree.XMLSyntaxError as exc:
-            raise ApiError(422, "validation", f"file: not valid XML ({exc})") from None
+        self.tree = parse_xml(data)
         self.ns = etree.QName(self.tree).namespace
         if self.ns not in (XLIFF12, XLIFF20):
             raise ApiError(415, "unsupported_media_type", f"file: not XLIFF 1.2 or 2.0 (namespace {self.ns})")

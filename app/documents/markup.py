@@ -7,10 +7,8 @@ import posixpath
 import zipfile
 from urllib.parse import unquote
 
-from lxml import etree
-
 from app.documents import Segment, one_run
-from app.documents.limits import open_zip, refuse_entities, xml_parser
+from app.documents.limits import open_zip, parse_xml
 from app.documents.plain import decode
 from app.settings import Settings
 from app.text import html_layout
@@ -25,7 +23,6 @@ class HtmlFile:
     elements marked translate="no" stay byte for byte."""
 
     def __init__(self, data: bytes, kind: str = "html"):
-        refuse_entities(data)
         self.layout = html_layout(decode(data, kind), split=True)
         self.translations = list(self.layout.units)
         self.segments: list[Segment] = [one_run(u, self._writer(i)) for i, u in enumerate(self.layout.units)]
@@ -44,9 +41,9 @@ class Epub:
 
     def __init__(self, data: bytes, settings: Settings):
         self.archive = open_zip(data, settings, "epub")
-        container = etree.fromstring(self.archive.read("META-INF/container.xml"), xml_parser())
+        container = parse_xml(self.archive.read("META-INF/container.xml"), "file: META-INF/container.xml")
         opf_path = container.find(f".//{CONTAINER}").get("full-path")
-        opf = etree.fromstring(self.archive.read(opf_path), xml_parser())
+        opf = parse_xml(self.archive.read(opf_path), f"file: {opf_path}")
         base = posixpath.dirname(opf_path)
         names = [
             posixpath.normpath(posixpath.join(base, unquote(item.get("href", ""))))

@@ -11,19 +11,18 @@ from collections import Counter
 
 from app.documents import Document, Segment
 from app.errors import ApiError
-from app.job import Job
+from app.job import TooLong
+from app.planner import Plan
 from app.protect import Masked, find_spans
-from app.service import ModelEntry
 from app.settings import Settings
 from app.text import plain_layout
-from model.params import DecodeParams
 
 
 class Rounds:
     """Runs lists of texts as engine jobs for one document and counts finished units for progress."""
 
-    def __init__(self, entry: ModelEntry, params: DecodeParams, prefix: list[int], settings: Settings):
-        self.entry, self.params, self.prefix, self.settings = entry, params, prefix, settings
+    def __init__(self, plan: Plan, settings: Settings):
+        self.plan, self.settings = plan, settings
         self.done = self.total = 0
         self.changed = asyncio.Event()
 
@@ -34,10 +33,10 @@ class Rounds:
             return {}
         layouts = [plain_layout(t, True) for t in unique]
         try:
-            job = Job(self.entry, layouts, self.params, self.settings.max_input_tokens, prefix=self.prefix)
-        except ApiError as exc:
-            detail = exc.message.split(":", 1)[1].split(";")[0]  # "N tokens exceeds max_input_tokens=M"
-            raise ApiError(exc.status, exc.error_type, f"file: a sentence of{detail}") from None
+            job = self.plan.job(layouts, self.settings)
+        except TooLong as exc:
+            msg = f"file: a sentence of {exc.tokens} tokens exceeds max_input_tokens={exc.limit}"
+            raise ApiError(exc.status, exc.error_type, msg) from None
         self.total += sum(len(item.units) for item in job.items)
         try:
             await job.submit()
@@ -65,7 +64,7 @@ def check_limits(doc: Document, settings: Settings) -> None:
 
 async def translate_document(doc: Document, rounds: Rounds) -> int:
     """Translate and write every segment; the number of flagged segments."""
-    spells = rounds.entry.checkpoint.tokenizer.spells
+    spells = rounds.plan.route.entry.checkpoint.tokenizer.spells
     masked = {}
     for seg in doc.segments:
         m = Masked(seg.runs, lambda t, s=seg: find_spans(t, spells, placeholders=True, markup=s.markup))

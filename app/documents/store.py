@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 import secrets
@@ -12,13 +11,9 @@ import time
 from pathlib import Path
 
 from app.errors import ApiError
+from app.keys.records import key_hash
 
 NAME = re.compile(r"^[A-Za-z0-9_-]{22}\.[A-Za-z0-9_.-]{1,200}$")
-
-
-def key_hash(api_key: str | None) -> str:
-    """What the store keeps of an API key."""
-    return hashlib.sha256((api_key or "").encode()).hexdigest()
 
 
 def safe_filename(filename: str) -> str:
@@ -39,7 +34,7 @@ class FileStore:
         self.root.mkdir(parents=True, exist_ok=True)
         self.sweep()
         name = f"{secrets.token_urlsafe(16)}.{safe_filename(filename)}"
-        meta = {"key": key_hash(api_key), "expires": time.time() + self.ttl}
+        meta = {"key": key_hash(api_key or ""), "expires": time.time() + self.ttl}
         (self.root / name).write_bytes(data)
         (self.root / f"{name}.json").write_text(json.dumps(meta))
         return name

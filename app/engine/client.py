@@ -13,7 +13,7 @@ import zmq
 from zmq.utils.monitor import recv_monitor_message
 
 from app.engine.card import ModelCard
-from app.engine.messages import Abort, Hello, Ready, Result, Segment, Submit, Update, encode, to_front
+from app.engine.messages import Abort, Hello, Ready, Result, Submit, Update, WireUnit, encode, to_front
 from model.params import DecodeParams
 
 log = logging.getLogger("mt.client")
@@ -89,7 +89,7 @@ class EngineClient:
         return next(self.ids)
 
     async def submit(
-        self, params: DecodeParams, units: list[Segment], stream: bool, arrival: float, receiver: Receiver
+        self, params: DecodeParams, units: list[WireUnit], stream: bool, arrival: float, receiver: Receiver
     ) -> None:
         """Queue units as one job; returns once the core accepted them. Overloaded when it refused, EngineGone
         when it is not there."""

@@ -13,8 +13,8 @@ import msgspec
 from model.params import DecodeParams
 
 
-class Segment(msgspec.Struct, array_like=True):
-    """One text the model translates by itself: the front's id for it and its source ids."""
+class WireUnit(msgspec.Struct, array_like=True):
+    """A unit on the wire: one text the model translates by itself, as the front's id for it and its source ids."""
 
     id: int
     src: list[int]
@@ -25,7 +25,7 @@ class Submit(msgspec.Struct, tag=True, array_like=True):
 
     job: int
     params: DecodeParams
-    units: list[Segment]
+    units: list[WireUnit]
     stream: bool  # send every new token (else only the result)
     arrival: float  # time.monotonic() when the HTTP request arrived (one clock for every process of a machine)
 

@@ -1,14 +1,10 @@
 """Admission of a request: its API key (when keys are required) and its limits, checked and counted at once in the
-store. `admit` is the FastAPI dependency of /translate and /detect; `Limiter.admit` serves any other route."""
+store (the routes' FastAPI dependency is app.api.deps.Admitted)."""
 
 from __future__ import annotations
 
-from typing import Annotated
-
 from cachetools import TTLCache
-from fastapi import Depends, Request
 
-from app.api.fields import read_fields
 from app.errors import ApiError
 from app.keys.records import LIMITS, KeyRecord
 from app.metrics import Metrics
@@ -89,19 +85,3 @@ class Limiter:
         """Close the store if it was opened."""
         if self._store is not None:
             await self._store.close()
-
-
-def texts_of(q: object) -> list[str]:
-    """The texts of a `q` field as sent (validation comes later)."""
-    if isinstance(q, str):
-        return [q]
-    return [t for t in q if isinstance(t, str)] if isinstance(q, list) else []
-
-
-async def admit(request: Request, fields: Annotated[dict, Depends(read_fields)]) -> None:
-    """Dependency: admit the request by its api_key and q (from any client shape) or refuse it."""
-    client = request.client.host if request.client else "unknown"
-    await request.app.state.service.limiter.admit(fields.get("api_key"), client, texts_of(fields.get("q")))
-
-
-Admitted = Annotated[None, Depends(admit)]

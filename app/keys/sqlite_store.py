@@ -1,13 +1,16 @@
 """Keys and limit counters in one SQLite file, shared by every HTTP worker and server process on the machine: WAL
-mode, and each check-and-count in one IMMEDIATE transaction (a write lock taken up front), so counts are exact."""
+mode, and each check-and-count in one IMMEDIATE transaction (a write lock taken up front), so counts are exact. Every
+call runs in the store's own thread: waiting for a write lock another process holds never stalls the event loop."""
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import math
 import sqlite3
-import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -23,14 +26,33 @@ CREATE TABLE IF NOT EXISTS daily (subject TEXT NOT NULL, day TEXT NOT NULL, requ
 """
 
 
+def in_thread(method: Callable) -> Callable:
+    """An async method that runs `method` in the store's thread (the one that owns the connection), once it is open."""
+
+    @functools.wraps(method)
+    async def run(self: SqliteStore, *args):
+        def call():
+            self.opened.result()  # raises here if the file could not be opened
+            return method(self, *args)
+
+        return await asyncio.get_running_loop().run_in_executor(self.thread, call)
+
+    return run
+
+
 class SqliteStore:
-    """One connection per process (used from the event loop; a lock guards the CLI's and tests' threads)."""
+    """One connection per process, opened and used by one thread of the store's own: callers await its methods
+    while it waits (up to 30 s) for the write lock."""
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
-        self.lock = threading.Lock()
+        self.thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="keys-sqlite")
+        self.opened = self.thread.submit(self._open)  # the first call waits for it in the same thread
+
+    def _open(self) -> None:
+        """Connect (in the store's thread), WAL mode, tables created."""
+        self.db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=NORMAL")
         with self._tx() as db:
@@ -40,22 +62,23 @@ class SqliteStore:
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
         """One IMMEDIATE transaction: committed on success, rolled back on error."""
-        with self.lock:
-            self.db.execute("BEGIN IMMEDIATE")
-            try:
-                yield self.db
-            except BaseException:
-                self.db.execute("ROLLBACK")
-                raise
-            self.db.execute("COMMIT")
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            yield self.db
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        self.db.execute("COMMIT")
 
-    async def lookup(self, key: str) -> KeyRecord | None:
+    @in_thread
+    def lookup(self, key: str) -> KeyRecord | None:
         """The live (not revoked) record of a key, else None."""
         row = self.db.execute(f"SELECT name, created, {', '.join(LIMITS)} FROM keys WHERE hash=? AND revoked=0",
                               (key_hash(key),)).fetchone()  # fmt: skip
         return None if row is None else KeyRecord(row[0], dict(zip(LIMITS, row[2:], strict=True)), row[1])
 
-    async def consume(self, subject: str, req_limit: int, chars: int, daily_limit: int) -> Refusal | None:
+    @in_thread
+    def consume(self, subject: str, req_limit: int, chars: int, daily_limit: int) -> Refusal | None:
         """Count one request of `chars` characters unless it is over a limit (-1: none); the refusal if it is."""
         now = time.time()
         day = utc_day(now)
@@ -75,7 +98,8 @@ class SqliteStore:
             )
         return None
 
-    async def add(self, key: str, record: KeyRecord) -> None:
+    @in_thread
+    def add(self, key: str, record: KeyRecord) -> None:
         """Store a new key (ValueError when the name or the key exists)."""
         try:
             with self._tx() as db:
@@ -86,25 +110,29 @@ class SqliteStore:
         except sqlite3.IntegrityError:
             raise ValueError(f"a key named {record.name!r} (or this key) exists") from None
 
-    async def records(self) -> list[KeyRecord]:
+    @in_thread
+    def records(self) -> list[KeyRecord]:
         """Every key, revoked ones too, by name."""
         rows = self.db.execute(f"SELECT name, created, revoked, {', '.join(LIMITS)} FROM keys ORDER BY name")
         return [KeyRecord(r[0], dict(zip(LIMITS, r[3:], strict=True)), r[1], bool(r[2])) for r in rows]
 
-    async def update(self, name: str, limits: dict[str, int | None]) -> None:
+    @in_thread
+    def update(self, name: str, limits: dict[str, int | None]) -> None:
         """Change a key's overrides (None: back to the default); KeyError for an unknown name."""
         with self._tx() as db:
             for k, v in limits.items():
                 if db.execute(f"UPDATE keys SET {k}=? WHERE name=?", (v, name)).rowcount == 0:
                     raise KeyError(name)
 
-    async def revoke(self, name: str) -> None:
+    @in_thread
+    def revoke(self, name: str) -> None:
         """Refuse the key from now on (it stays listed); KeyError for an unknown name."""
         with self._tx() as db:
             if db.execute("UPDATE keys SET revoked=1 WHERE name=?", (name,)).rowcount == 0:
                 raise KeyError(name)
 
-    async def usage(self, subject: str) -> dict[str, int]:
+    @in_thread
+    def usage(self, subject: str) -> dict[str, int]:
         """Requests in the current minute window, characters today, and totals (one row per day is kept)."""
         now = time.time()
         window = self.db.execute("SELECT start, count FROM windows WHERE subject=?", (subject,)).fetchone()
@@ -114,6 +142,13 @@ class SqliteStore:
                 "chars_today": day[0] if day else 0, "requests_total": total[0] or 0,
                 "chars_total": total[1] or 0}  # fmt: skip
 
-    async def close(self) -> None:
-        """Close the file."""
+    @in_thread
+    def _close(self) -> None:
         self.db.close()
+
+    async def close(self) -> None:
+        """Close the file, then the thread."""
+        try:
+            await self._close()
+        finally:
+            self.thread.shutdown()

@@ -12,7 +12,7 @@ import torch
 
 from app.engine.card import ModelCard
 from app.engine.core import EngineCore
-from app.engine.messages import Segment, Submit, Update
+from app.engine.messages import Submit, Update, WireUnit
 from app.engine.proc import serve
 from app.engine.scheduler import Limits
 from app.metrics import Metrics
@@ -67,7 +67,7 @@ def make_core(model, max_queue: int = 64, max_wait_ms: float = 0, rows: int = 8,
 
 def submit(core: EngineCore, checkpoint, texts: list[str], first: int, stream: bool = False, **params) -> list[int]:
     """Queue `texts` as one job of FRONT with unit ids first, first+1, ...; the ids."""
-    units = [Segment(first + k, checkpoint.tokenizer.encode(t)) for k, t in enumerate(texts)]
+    units = [WireUnit(first + k, checkpoint.tokenizer.encode(t)) for k, t in enumerate(texts)]
     core.submit(FRONT, Submit(first, DecodeParams(**params), units, stream, time.monotonic()))
     return [u.id for u in units]
 

@@ -93,16 +93,15 @@ def test_64_default_requests_of_a_beam_4_checkpoint_start_in_one_wave(tmp_path):
     settings on CPU: 64 requests with no parameters (beam 4, max_new_tokens 511 as /translate resolves them) are all
     admitted by the first round, and the next step runs their 256 beam rows together."""
     pytest.importorskip("transformers")
-    from app.api.translate import decode_params
-    from app.engine.proc import make_core
-    from app.schemas import TranslateRequest
+    from app.engine.build import make_core
+    from app.planner import Ask, decode_params
     from bench.harness.fixtures import make_marian
     from model.checkpoint import load
     from tests.app.inprocess import submit
 
     opus = {"num_beams": 4, "max_length": 512, "bad_words_ids": "pad"}
     ck = load(make_marian(tmp_path / "opus-mt-en-fr", generation=opus, byte_fallback=False, positions=512))
-    params = decode_params(TranslateRequest(q="x", source="en", target="fr"), Settings(), ck, "fr")
+    params = decode_params(Ask("en", "fr"), Settings(), ck)
     assert (params.beam_size, params.max_new_tokens) == (4, 511)
     core = make_core(ck.name, ck.model, Settings())
     texts = [f"the cat {i} sleeps in the big house near the river" for i in range(64)]

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+from app.engine.build import make_core as engine_core
 from app.engine.messages import Update
-from app.engine.proc import make_core as engine_core
 from app.settings import Settings
 from model.runner.beams import BeamState
 from model.runner.state import DecodeState

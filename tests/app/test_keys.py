@@ -1,16 +1,21 @@
 """API keys and limits under concurrency: two server processes with two HTTP workers each share one SQLite key file
-(keys required) or one Redis (anonymous limits); bursts of concurrent clients; counts exact both ways."""
+(keys required) or one Redis (anonymous limits); bursts of concurrent clients; counts exact both ways; streams flow
+while another process holds the key file's write lock."""
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
+import sqlite3
 import subprocess
 import sys
+import time
 
 import httpx
 import pytest
 
+from app.settings import BUILTIN
 from bench.harness.client import metrics, value
 from bench.harness.server import ServerProcess, add_keys
 from tests.app.test_errors import check_error
@@ -127,3 +132,63 @@ def test_anonymous_limits_shared_in_redis(redis_pair):
     assert rejections(redis_pair, "req_limit") == 18
     r = httpx.post(redis_pair[0].url + "/detect", json={"q": "x" * 51})
     check_error(r, 422, "validation", "char_limit=50")
+
+
+HOLD_S = 1.5  # how long another process holds the key file's write lock
+
+
+async def stream_tokens(client: httpx.AsyncClient, url: str, times: list[float], started: asyncio.Event) -> None:
+    """One stream of 16 texts x 255 forced tokens (about 4 s on the built-in model): when each token event came."""
+    forced = {"max_new_tokens": 255, "min_new_tokens": 255}
+    body = {"q": [f"the cat {i} sleeps in the house" for i in range(16)], "source": "en", "target": "es",
+            "stream": True, "api_key": "plain", "parameters": forced}  # fmt: skip
+    async with client.stream("POST", url + "/translate", json=body) as r:
+        assert r.status_code == 200, await r.aread()
+        async for line in r.aiter_lines():
+            if line.startswith("event: token"):
+                times.append(time.monotonic())
+                started.set()
+
+
+def test_streams_flow_while_another_process_holds_the_write_lock(tmp_path):
+    """Keys on, 2 HTTP workers: 4 streams run; another process takes the SQLite key file's write lock for HOLD_S
+    and 6 requests wait to be counted (each on its own connection, so both workers get some): every stream keeps
+    getting tokens (no gap near HOLD_S: the wait is off the event loop), and the waiting requests pass once the lock
+    is gone."""
+    db = add_keys(tmp_path / "keys.sqlite", {"plain": {}})
+    server = ServerProcess("--model", str(BUILTIN), "--workers", "2", "--warmup-rounds", "0", "--api-keys",
+                           "--keys-db", str(db)).wait()  # fmt: skip
+
+    async def run() -> tuple[list[list[float]], tuple[float, float], list[int]]:
+        limits = httpx.Limits(max_keepalive_connections=0)
+        async with httpx.AsyncClient(limits=limits, timeout=60) as client:
+            times: list[list[float]] = [[] for _ in range(4)]
+            started = [asyncio.Event() for _ in times]
+            streams = [
+                asyncio.create_task(stream_tokens(client, server.url, t, e))
+                for t, e in zip(times, started, strict=True)
+            ]
+            await asyncio.wait_for(asyncio.gather(*(e.wait() for e in started)), timeout=30)
+            holder = sqlite3.connect(db, isolation_level=None)
+            holder.execute("BEGIN IMMEDIATE")
+            locked = time.monotonic()
+            body = {"q": "the cat", "source": "en", "target": "es", "api_key": "plain"}
+            waiting = [asyncio.create_task(client.post(server.url + "/translate", json=body)) for _ in range(6)]
+            await asyncio.sleep(HOLD_S)
+            holder.execute("ROLLBACK")
+            window = (locked, time.monotonic())
+            holder.close()
+            answers = await asyncio.gather(*waiting)
+            await asyncio.gather(*streams)
+            return times, window, [r.status_code for r in answers]
+
+    try:
+        times, (start, end), statuses = asyncio.run(run())
+    finally:
+        server.stop()
+    assert statuses == [200] * 6
+    for stream in times:
+        assert stream[-1] > end, "the stream ended before the lock did: nothing shown"
+        inside = [start] + [t for t in stream if start < t < end] + [min(t for t in stream if t >= end)]
+        gap = max(b - a for a, b in itertools.pairwise(inside))
+        assert gap < HOLD_S / 2, f"a stream got no token for {gap:.2f}s while the key file was locked"

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import ast
+import os
+import subprocess
+import sys
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
@@ -126,22 +130,38 @@ def test_gauges_follow_the_load(server):
     wait_for(idle, timeout=10)
 
 
-def test_a_tally_pushes_what_observe_would_have_written():
-    """The engine core's gathered observations (app.metrics.Tally) reach the histogram with Histogram.observe's
-    buckets, counts and sum, including values on a bucket's bound; pushing twice adds nothing."""
+def tally_against_observe() -> tuple[list, list, list]:
+    """Samples of a labelled histogram fed by a Tally before and after two pushes, and of one fed by observe."""
     from prometheus_client import CollectorRegistry, Histogram
 
     from app.metrics import LATENCY, Tally
 
     values = [(0.0004, 1), (0.001, 3), (0.0017, 2), (0.3, 1), (99.0, 1), (0.05, 0)]
-    direct, gathered = (Histogram(n, "h", buckets=LATENCY, registry=CollectorRegistry()) for n in ("a", "b"))
+    make = lambda name: Histogram(name, "h", ["phase"], buckets=LATENCY, registry=CollectorRegistry())  # noqa: E731
+    direct, gathered = make("a").labels("decode"), make("b").labels("decode")
     tally = Tally(gathered)
     for v, n in values:
         for _ in range(n):
             direct.observe(v)
         tally.observe(v, n)
     samples = lambda h: [(s.name[1:], s.labels, round(s.value, 9)) for s in next(iter(h.collect())).samples]
-    assert all(value == 0 for _, _, value in samples(gathered))  # nothing written before the push
+    before = samples(gathered)
     tally.push()
     tally.push()
-    assert samples(gathered) == samples(direct)
+    return before, samples(gathered), samples(direct)
+
+
+def test_a_tally_pushes_what_observe_would_have_written(tmp_path):
+    """The engine core's gathered observations (app.metrics.Tally) reach the histogram with Histogram.observe's
+    buckets, counts and sum, including values on a bucket's bound; pushing twice adds nothing. In this process and
+    in multiprocess mode (the server's: values in shared files), as Tally writes prometheus_client's private
+    `_buckets` and `_sum` (the version pinned in pyproject)."""
+    before, pushed, direct = tally_against_observe()
+    assert all(value == 0 for _, _, value in before)  # nothing written before the push
+    assert any(value > 0 for _, _, value in direct) and pushed == direct
+    code = "from tests.app.test_metrics import tally_against_observe as t; print(repr(t()))"
+    env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+    before, pushed, direct = ast.literal_eval(out)
+    assert list(tmp_path.glob("histogram_*.db")), "not in multiprocess mode"
+    assert all(value == 0 for _, _, value in before) and pushed == direct

@@ -12,9 +12,9 @@ from collections.abc import Callable
 import pytest
 
 from app.__main__ import parse_args
+from app.engine.build import make_core as engine_core
 from app.engine.core import EngineCore
 from app.engine.messages import Update
-from app.engine.proc import make_core as engine_core
 from app.settings import Settings
 from tests.app.inprocess import FRONT, TEXTS, make_core, submit
 

@@ -1,0 +1,133 @@
+"""A translation request planned for the engine, whatever API dialect asked (LibreTranslate's /translate and
+/translate_file today): the route to a model (source "auto" detected), the decoding parameters over the checkpoint's
+defaults within the server's limits, and the texts cut into units. Knows nothing of HTTP."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from app.cache import cache_key
+from app.errors import ApiError
+from app.job import Job
+from app.layout import Layout
+from app.protect import find_spans, split_layout
+from app.schemas import Parameters
+from app.service import Route, Service
+from app.settings import Settings
+from app.text import html_layout, plain_layout
+from model.description import Description
+from model.params import DecodeParams
+
+
+@dataclass(frozen=True)
+class Ask:
+    """What a client asks for, in no dialect's words (its fields already validated)."""
+
+    source: str  # a language code, or "auto"
+    target: str
+    parameters: Parameters = field(default_factory=Parameters)  # decoding options (None: the model's default)
+    alternatives: int = 0  # translations wanted besides the best one
+    format: str = "text"  # "text" or "html" (markup kept, text nodes translated)
+    placeholders: bool = False  # keep printf, brace and ICU placeholders exactly
+
+
+@dataclass
+class Plan:
+    """A checked request on its way to the engine: the route, the decoding parameters, the texts cut into units."""
+
+    ask: Ask
+    route: Route
+    params: DecodeParams
+    prefix: list[int]  # language tokens before every unit
+    layouts: list[Layout] = field(default_factory=list)
+
+    def job(self, layouts: list[Layout], settings: Settings, stream: bool = False) -> Job:
+        """The engine job for these layouts (some of `self.layouts`, or a document's)."""
+        entry, detected = self.route.entry, self.route.detected
+        return Job(entry, layouts, self.params, settings.max_input_tokens, stream, self.prefix, detected)
+
+    def cache_keys(self, texts: list[str]) -> list[str]:
+        """Each text's translation cache key: the model, the route and everything asked that changes the answer."""
+        card, ask = self.route.entry.card, self.ask
+        options = {
+            "format": ask.format,
+            "split": ask.parameters.split_sentences,
+            "alternatives": ask.alternatives,
+            "placeholders": ask.placeholders,
+        }
+        source = self.route.source
+        return [cache_key(card.name, card.version, source, ask.target, options, self.params, t) for t in texts]
+
+
+def plan(service: Service, ask: Ask, texts: list[str]) -> Plan:
+    """Check readiness and the texts; route (source "auto": the texts' language); cut every text into units."""
+    service.require_ready()
+    if not texts:
+        raise ApiError(422, "validation", "q: must not be empty")
+    if len(texts) > service.settings.max_items:
+        raise ApiError(422, "validation", f"q: {len(texts)} texts exceeds max_items={service.settings.max_items}")
+    for i, text in enumerate(texts):
+        if not text.strip():
+            raise ApiError(422, "validation", f"q[{i}]: must not be empty")
+    planned = plan_route(service, ask, texts)
+    cut = html_layout if ask.format == "html" else plain_layout
+    spells, source = planned.route.entry.checkpoint.tokenizer.spells, planned.route.source
+    keep = lambda text: find_spans(text, spells, placeholders=ask.placeholders)  # noqa: E731
+    # what the vocabulary cannot spell (and placeholders, if asked) passes through untranslated
+    layouts = [split_layout(cut(t, ask.parameters.split_sentences, source), keep) for t in texts]
+    return replace(planned, layouts=layouts)
+
+
+def plan_route(service: Service, ask: Ask, sample: list[str]) -> Plan:
+    """The route (source "auto": the language of `sample`), decoding parameters and prefix; no text cut yet."""
+    route = service.route(ask.source, ask.target, sample)
+    desc = route.entry.checkpoint
+    params = decode_params(ask, service.settings, desc)
+    return Plan(ask, route, params, desc.languages.prefix(route.source, ask.target))
+
+
+def _given(value, default):
+    """The request's value when it set one, else the model's default."""
+    return default if value is None else value
+
+
+def decode_params(ask: Ask, settings: Settings, desc: Description) -> DecodeParams:
+    """DecodeParams from the asked options over the checkpoint's defaults, enforcing the server's limits (422 naming
+    field and limit)."""
+    p, d = ask.parameters, desc.defaults
+    n = ask.alternatives + 1
+    default_beam = 1 if p.sampling else min(d.beam_size, settings.max_beam_size)  # sampling: no beam default
+    beam = max(_given(p.beam_size, default_beam), n)
+    if beam > settings.max_beam_size:
+        name = "parameters.beam_size" if (p.beam_size or 0) >= n else "alternatives"
+        raise ApiError(422, "validation", f"{name}: needs {beam} beams, over max_beam_size={settings.max_beam_size}")
+    if p.sampling and beam > 1:
+        raise ApiError(
+            422, "validation", "parameters: sampling (temperature/top_k/top_p) needs beam_size=1 and alternatives=0"
+        )
+    limit = min(settings.max_new_tokens, desc.config.max_positions - 1)
+    max_new = p.max_new_tokens or min(d.max_new_tokens or settings.default_max_new_tokens, limit)
+    if max_new > limit:
+        raise ApiError(422, "validation", f"parameters.max_new_tokens: {max_new} exceeds the limit of {limit}")
+    min_new = _given(p.min_new_tokens, min(d.min_new_tokens, max_new))
+    if min_new > max_new:
+        raise ApiError(422, "validation", f"parameters.min_new_tokens: {min_new} exceeds max_new_tokens={max_new}")
+    return DecodeParams(
+        beam_size=beam,
+        num_hypotheses=beam if n > 1 else 1,  # every beam: alternatives are picked distinct from these
+        max_new_tokens=max_new,
+        min_new_tokens=min_new,
+        length_penalty=_given(p.length_penalty, d.length_penalty),
+        repetition_penalty=_given(p.repetition_penalty, d.repetition_penalty),
+        no_repeat_ngram_size=_given(p.no_repeat_ngram_size, d.no_repeat_ngram_size),
+        sampling=p.sampling,
+        temperature=p.temperature or 1.0,
+        top_k=p.top_k or 0,
+        top_p=p.top_p or 1.0,
+        seed=p.seed,
+        return_scores=p.return_scores,
+        early_stopping=d.early_stopping,
+        forced_bos_id=desc.languages.forced_bos(ask.target),
+        forced_eos=d.forced_eos,
+        bad_words_ids=d.bad_words_ids,
+    )
