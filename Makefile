@@ -4,8 +4,6 @@ VENV := .venv
 BIN := $(VENV)/bin
 PORT ?= 8000
 STAMP := $(VENV)/.installed
-# The import contracts `make test` runs (pyproject.toml [tool.importlinter]); network-not-runtime joins once it holds.
-LAYERS := --contract model-knows-no-http --contract http-side-no-torch --contract server-not-harness --contract no-cycles
 
 .PHONY: setup serve test test-deploy lint bench clean
 
@@ -22,7 +20,7 @@ serve: setup
 
 test: setup
 	$(BIN)/ruff check app model tests bench training
-	$(BIN)/lint-imports --no-cache --no-logo $(LAYERS)
+	$(BIN)/lint-imports --no-cache --no-logo  # the layer contracts of pyproject.toml
 	$(BIN)/python -m pytest -q
 
 # The deployment lane (root, podman): prepare podman and build the images, then run the container tests.
@@ -32,7 +30,7 @@ test-deploy: setup
 
 lint: setup
 	$(BIN)/ruff check app model tests bench training
-	$(BIN)/lint-imports --no-cache --no-logo $(LAYERS)
+	$(BIN)/lint-imports --no-cache --no-logo  # the layer contracts of pyproject.toml
 
 bench: setup
 	$(BIN)/python -m bench.model_speed

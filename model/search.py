@@ -1,9 +1,12 @@
-"""What decoding takes and gives: a request, its finished hypotheses, and what one step gave it."""
+"""What decoding takes and gives: a request, its host record while it runs, its finished hypotheses, and what one step
+gave it."""
 
 from __future__ import annotations
 
 from collections.abc import Hashable
 from dataclasses import dataclass, field
+
+import torch
 
 from model.params import DecodeParams
 
@@ -47,3 +50,47 @@ class StepOutput:
         if self.token is None:
             return self.stable
         return [] if self.token == eos_id else [self.token]
+
+
+@dataclass
+class Seq:
+    """A running request on the host: its rows [first, first + width) (0 once finished), its source length, steps
+    launched, its seeded generator, and a one-row request's booked tokens and score."""
+
+    request: Request
+    first: int
+    width: int
+    src_len: int
+    generator: torch.Generator | None = None
+    steps: int = 0
+    tokens: list[int] = field(default_factory=list)
+    score: float = 0.0
+    left: bool = False  # it left the batch (aborted): a step in flight for it is not booked
+
+    @property
+    def id(self) -> Hashable:
+        """The request's id."""
+        return self.request.id
+
+    @property
+    def params(self) -> DecodeParams:
+        """The request's decoding parameters."""
+        return self.request.params
+
+    @property
+    def beam(self) -> bool:
+        """Whether this is a beam-search request."""
+        return self.params.beam_size > 1
+
+    def take(self, token: int, logprob: float | None, step: int, eos_id: int) -> Hypothesis | None:
+        """A one-row request books the token of its step `step` (0-based); its result when that was its last."""
+        p = self.params
+        if p.return_scores:
+            self.score += logprob
+        if token != eos_id and step + 1 < p.max_new_tokens:
+            self.tokens.append(token)
+            return None
+        at_limit = p.forced_eos and step + 1 >= p.max_new_tokens  # EOS forced by the limit
+        reason = "eos" if token == eos_id and not at_limit else "length"
+        tokens = self.tokens if token == eos_id else [*self.tokens, token]
+        return Hypothesis(tokens, self.score / ((step + 1) ** p.length_penalty) if p.scored else None, reason)

@@ -22,9 +22,9 @@ from model.runner.choice import Picked, beam_candidates, pack, pick, unpack
 from model.runner.eager import Eager
 from model.runner.processors import process
 from model.runner.rows import RowTable
-from model.runner.state import DecodeState, Encoded, Seq
+from model.runner.state import DecodeState, Encoded
 from model.runner.transfer import Readback, start_fetch, upload
-from model.search import Request, StepOutput
+from model.search import Request, Seq, StepOutput
 
 
 def pad_batch(seqs: list[list[int]], pad_id: int, device: torch.device) -> tuple[Tensor, Tensor]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import torch
 import torch.nn.functional as F
@@ -13,30 +13,34 @@ from model.config import ModelConfig
 from model.params import DecodeParams
 from model.runner.transfer import upload, upload_parts
 
-if TYPE_CHECKING:
-    from model.runner.rows import RowTable
-
 NEG_INF = float("-inf")
 
 
 def process(
-    scores: Tensor, cfg: ModelConfig, table: RowTable, steps: Tensor, history: Tensor, forced: list[tuple[int, int]]
+    scores: Tensor, cfg: ModelConfig, rows: Rows, steps: Tensor, history: Tensor, forced: list[tuple[int, int]]
 ) -> Tensor:
-    """Every processor, in place, each row with its own parameters (`table`) and the tokens it generated so far
-    (`steps` (N,), and `history` (N, T): the first steps[i] of row i), on the device; the rows' `forced` tokens, each
-    (row, token), last."""
+    """Every processor, in place, each row with its own parameters (`rows`: their minimum lengths and penalties) and
+    the tokens it generated so far (`steps` (N,), and `history` (N, T): the first steps[i] of row i), on the device;
+    the rows' `forced` tokens, each (row, token), last."""
     scores[:, cfg.pad_id] = NEG_INF  # padding and the decoder start are never generated
     if cfg.decoder_start_id != cfg.eos_id:  # NLLB/M2M100 start from EOS
         scores[:, cfg.decoder_start_id] = NEG_INF
-    if table.min_new is not None:
-        suppress(scores, cfg.eos_id, steps < table.min_new)
-    if table.penalties is not None:
+    if rows.min_new is not None:
+        suppress(scores, cfg.eos_id, steps < rows.min_new)
+    if rows.penalties is not None:
         inputs, lengths = None, None  # one-token bad words (OPUS-MT bans its pad) read no history
-        if table.penalties.history:
-            inputs = F.pad(history[: len(table.params)], (1, 0), value=cfg.decoder_start_id)  # (N, 1 + T)
+        if rows.penalties.history:
+            inputs = F.pad(history[: scores.shape[0]], (1, 0), value=cfg.decoder_start_id)  # (N, 1 + T)
             lengths = steps + 1
-        apply_penalties(scores, inputs, lengths, table.penalties)
+        apply_penalties(scores, inputs, lengths, rows.penalties)
     return force(scores, forced)
+
+
+class Rows(Protocol):
+    """What the processors read of the rows' constants (a RowTable)."""
+
+    min_new: Tensor | None
+    penalties: Penalties | None
 
 
 @dataclass

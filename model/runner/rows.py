@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
@@ -15,9 +14,7 @@ from model.params import DecodeParams
 from model.runner.beams import Knobs
 from model.runner.processors import Penalties
 from model.runner.transfer import upload_parts
-
-if TYPE_CHECKING:
-    from model.runner.state import Seq
+from model.search import Seq
 
 
 @dataclass

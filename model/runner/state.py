@@ -11,66 +11,21 @@ rows that stay keep their place where they can, so only rows and slots that move
 from __future__ import annotations
 
 from collections.abc import Hashable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
 from model.config import ModelConfig
-from model.params import DecodeParams
 from model.runner.beams import GROW, BeamState
 from model.runner.pool import KVPool
 from model.runner.rows import RowTable
 from model.runner.slots import group
 from model.runner.transfer import upload
-from model.search import Hypothesis, Request
+from model.search import Request, Seq
 from model.step import Groups, StepInputs
 
 PRESIZE = 128  # self-attention positions a join reserves at most up front (as many as its requests may decode)
-
-
-@dataclass
-class Seq:
-    """A running request on the host: its rows [first, first + width) (0 once finished), its source length, steps
-    launched, its seeded generator, and a one-row request's booked tokens and score."""
-
-    request: Request
-    first: int
-    width: int
-    src_len: int
-    generator: torch.Generator | None = None
-    steps: int = 0
-    tokens: list[int] = field(default_factory=list)
-    score: float = 0.0
-    left: bool = False  # it left the batch (aborted): a step in flight for it is not booked
-
-    @property
-    def id(self) -> Hashable:
-        """The request's id."""
-        return self.request.id
-
-    @property
-    def params(self) -> DecodeParams:
-        """The request's decoding parameters."""
-        return self.request.params
-
-    @property
-    def beam(self) -> bool:
-        """Whether this is a beam-search request."""
-        return self.params.beam_size > 1
-
-    def take(self, token: int, logprob: float | None, step: int, eos_id: int) -> Hypothesis | None:
-        """A one-row request books the token of its step `step` (0-based); its result when that was its last."""
-        p = self.params
-        if p.return_scores:
-            self.score += logprob
-        if token != eos_id and step + 1 < p.max_new_tokens:
-            self.tokens.append(token)
-            return None
-        at_limit = p.forced_eos and step + 1 >= p.max_new_tokens  # EOS forced by the limit
-        reason = "eos" if token == eos_id and not at_limit else "length"
-        tokens = self.tokens if token == eos_id else [*self.tokens, token]
-        return Hypothesis(tokens, self.score / ((step + 1) ** p.length_penalty) if p.scored else None, reason)
 
 
 @dataclass
