@@ -146,7 +146,7 @@ def padded_step(static, rows: int, span: int, eager: bool = False) -> Callable[[
 
     def run() -> None:
         with torch.inference_mode(), static.attention():
-            static._forward(static._inputs((rows, span, 1), static.home, None))
+            static._forward(static._inputs((rows, span, 1), None))
 
     return run
 

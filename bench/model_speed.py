@@ -3,6 +3,7 @@ bfloat16 where it offers it) and `transformers`, on the same random Marian weigh
 
     python -m bench.model_speed                      # full run (~15 min on 2 busy cores), writes docs/benchmarks.md
     python -m bench.model_speed --sentences 16 --batch-sizes 1,16 --new-tokens 16 --skip-int8 --no-write  # quick
+    python -m bench.model_speed --before ../base --no-write  # ours against another checkout's engine, nothing else
 
 A random `MarianMTModel` (`bench.marian.CPU`: d_model 256, 3+3 layers, 4 heads, ffn 1024, vocab 8000) is saved with
 `save_pretrained` and its tokenizer files, then loaded three ways: by `model.checkpoint.load` with the server's
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -42,16 +44,25 @@ TARGETS = [  # (numerator, denominator, minimum ratio, batch size: 0 = the large
 ]
 
 
-def engine_names(int8: bool, bf16: bool) -> list[str]:
-    """The engines of a run, in table order (CT2 bf16 only where CTranslate2 offers bfloat16 on this CPU)."""
+def engine_names(int8: bool, bf16: bool, before: bool = False) -> list[str]:
+    """The engines of a run, in table order (CT2 bf16 only where CTranslate2 offers bfloat16 on this CPU); with
+    `before`, ours against another checkout's, and nothing else."""
+    if before:
+        return ["ours fp32", "before fp32"] + (["ours int8", "before int8"] if int8 else [])
     names = ["ours fp32", "HF fp32", "CT2 fp32"] + (["ours int8", "CT2 int8"] if int8 else [])
     return (
         names + (["ours bf16"] if bf16 else []) + (["CT2 bf16"] if bf16 and "bfloat16" in engines.ct2_types() else [])
     )
 
 
-def build_engine(name: str, hf_dir: Path, ct2_dir: Path, threads: int) -> engines.Engine:
-    """One engine by name, from the saved checkpoint (ours as the server's --dtype loads it) or its conversion."""
+def build_engine(name: str, hf_dir: Path, ct2_dir: Path, threads: int, before: Path | None = None) -> engines.Engine:
+    """One engine by name, from the saved checkpoint (ours as the server's --dtype loads it) or its conversion; the
+    "before" engines are ours from the checkout `before` (its `model` package, imported afresh in this process)."""
+    if name.startswith("before "):
+        sys.path.insert(0, str(before))
+        for module in [m for m in sys.modules if m == "model" or m.startswith("model.")]:
+            del sys.modules[module]
+        name = name.replace("before", "ours")
     if name in CT2:
         return engines.ct2(ct2_dir, CT2[name], threads)
     if name == "HF fp32":
@@ -75,8 +86,9 @@ def agreement(runners: list, sources: list[list[int]], new: int) -> dict[str, fl
 
 def table(results: dict[tuple[str, int], dict[str, Cell]], names: list[str]) -> str:
     """Markdown: tokens/s per engine per (mode, batch) and the ratios."""
-    cols = [("ours fp32", "HF fp32"), ("ours fp32", "CT2 fp32")]
-    cols += [("ours int8", "CT2 int8")] if "ours int8" in names else []
+    cols = [(a, b) for a, b in (("ours fp32", "HF fp32"), ("ours fp32", "CT2 fp32")) if b in names]
+    cols += [(f"ours {p}", f"before {p}") for p in ("fp32", "int8") if f"before {p}" in names]
+    cols += [("ours int8", "CT2 int8")] if "CT2 int8" in names else []
     cols += [("ours bf16", "CT2 bf16" if "CT2 bf16" in names else "CT2 fp32")] if "ours bf16" in names else []
     cols += [("ours int8", "ours fp32")] if "ours int8" in names else []
     head = ["mode", "batch", "sentences", *names, *(f"{a} / {b}" for a, b in cols)]
@@ -145,6 +157,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="run every engine in this process (shows how CTranslate2's OpenMP runtime slows torch down)",
     )
+    p.add_argument("--before", type=Path, help="ours against this checkout's engine only (prints, never writes)")
     p.add_argument("--seed", type=int, default=0)
     return p.parse_args(argv)
 
@@ -156,10 +169,11 @@ def cell_sources(args: argparse.Namespace, sources: list[list[int]], batch: int)
 
 def run(args: argparse.Namespace, hf_dir: Path, ct2_dir: Path, names: list[str]) -> tuple[dict, dict]:
     """Every (mode, batch) cell, engines interleaved: ({(mode, batch): {name: Cell}}, greedy agreement)."""
-    if args.same_process:
-        runners = [Local(n, build_engine(n, hf_dir, ct2_dir, args.threads)) for n in names]
+    if args.same_process and not args.before:  # the before engines import another `model`: their own processes
+        runners = [Local(n, build_engine(n, hf_dir, ct2_dir, args.threads, args.before)) for n in names]
     else:
-        runners = [Isolated(n, build_engine, (n, hf_dir, ct2_dir, args.threads), args.threads) for n in names]
+        runners = [Isolated(n, build_engine, (n, hf_dir, ct2_dir, args.threads, args.before), args.threads)
+                   for n in names]  # fmt: skip
     sources = marian.sources(args.sentences, marian.CPU["vocab"], args.seed + 1)
     for r in runners:  # first touch: thread pools, allocators, oneDNN kernels
         r.run(sources[:16], 1, 8)
@@ -228,12 +242,12 @@ def main(argv: list[str] | None = None) -> int:
         if not (hf_dir / "model.safetensors").exists():
             marian.write(hf_dir, marian.CPU, args.seed)
         ct2_dir = engines.ct2_convert(hf_dir, work / "ct2")
-        names = engine_names(not args.skip_int8, not args.skip_bf16)
+        names = engine_names(not args.skip_int8, not args.skip_bf16, args.before is not None)
         load_before = os.getloadavg()[0]
-        rates = [rl.measure(n) for n in dict.fromkeys([1, args.threads])]
+        rates = [rl.measure(n) for n in dict.fromkeys([1, args.threads])] if not args.before else []
         results, agree = run(args, hf_dir, ct2_dir, names)
         load_after = os.getloadavg()[0]
-        bound = roofline(args, hf_dir, results, names, rates)
+        bound = roofline(args, hf_dir, results, names, rates) if not args.before else []
     wrong = {(m, b, k): c.wrong_length for (m, b), cells in results.items() for k, c in cells.items() if c.wrong_length}
     notes = [
         f"Token-count check: every engine generated exactly {args.new_tokens} tokens for every sentence."
@@ -247,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
     info = machine_info("transformers", "ctranslate2")
     section = render(info, args, table(results, names), target_lines(results, names), notes) + "\n" + "\n".join(bound)
     print(section)
-    if not args.no_write:
+    if not args.no_write and not args.before:
         write_section(args.output, section)
         log(f"wrote {args.output}")
     return 1 if wrong else 0
