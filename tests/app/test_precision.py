@@ -1,5 +1,6 @@
-"""int8-ffn, int8, bfloat16 and auto serving of the built-in model: a real server per precision, its greedy
-translations of the everyday phrases against float32's (chrF within 0.5, at least 95% identical; int8 90%)."""
+"""int8-ffn, int8, bfloat16 and auto on the built-in model: each precision's greedy translations of the everyday
+phrases against float32's, in-process as the engine batches one 64-phrase request (chrF within 0.5, at least 95%
+identical; int8 90%); and one real server started with --dtype, as an operator starts it."""
 
 import httpx
 import pytest
@@ -20,30 +21,44 @@ PHRASES = read_tsv(EVERYDAY)[:64]  # one POST (max_items 64); the full sets are 
 # float32 noise upstream (the Handbook test: 79-83.5% identical, docs/benchmarks.md). These 64 phrases in one batch
 # measured 95.3-98.4% across equally good encoders on an AVX2 CPU; 95% would test the luck of this batch.
 IDENTICAL = {"int8": 0.90}
+PARAMS = DecodeParams(max_new_tokens=64)
 
 
-@pytest.fixture(scope="module")
-def float32():
-    """The float32 translations of the phrases, offline."""
-    ck = load(BUILTIN)
-    reqs = [Request(i, ck.tokenizer.encode(en), DecodeParams(max_new_tokens=64)) for i, (en, _) in enumerate(PHRASES)]
+def translate(ck, texts: list[str]) -> list[str]:
+    """Greedy translations of `texts` decoded together (the server runs a request's 64 phrases as one batch)."""
+    reqs = [Request(i, ck.tokenizer.encode(en), PARAMS) for i, en in enumerate(texts)]
     with torch.inference_mode():
         return [ck.tokenizer.decode(h[0].tokens) for h in generate(ck.model, reqs)]
 
 
+@pytest.fixture(scope="module")
+def float32():
+    """The float32 translations of the phrases."""
+    return translate(load(BUILTIN), [en for en, _ in PHRASES])
+
+
 @pytest.mark.parametrize("dtype", ["int8-ffn", "int8", "bfloat16", "auto"])
-def test_lower_precision_serves_within_the_quality_bounds(dtype, float32):
-    proc = ServerProcess("--dtype", dtype, "--warmup-rounds", "1").wait()  # the built-in model
-    try:
-        (m,) = httpx.get(proc.url + "/info").json()["models"]
-        body = {"q": [en for en, _ in PHRASES], "source": "en", "target": "es", "parameters": {"max_new_tokens": 64}}
-        r = httpx.post(proc.url + "/translate", json=body, timeout=120)
-    finally:
-        proc.stop()
-    assert (m["dtype"], m["dtype_reason"], m["device"]) == (*choose(dtype, "cpu"), "cpu")
-    assert r.status_code == 200, r.text
-    got, refs = r.json()["translatedText"], [[es for _, es in PHRASES]]
+def test_lower_precision_stays_within_the_quality_bounds(dtype, float32):
+    """The model loaded as the engine core loads it for `--dtype`, against float32."""
+    precision, _ = choose(dtype, "cpu")
+    got = translate(load(BUILTIN, dtype=precision), [en for en, _ in PHRASES])
+    refs = [[es for _, es in PHRASES]]
     identical = sum(a == b for a, b in zip(got, float32, strict=True)) / len(got)
     assert identical >= IDENTICAL.get(dtype, 0.95), [(a, b) for a, b in zip(got, float32, strict=True) if a != b]
     chrf = sacrebleu.corpus_chrf(got, refs).score
     assert abs(chrf - sacrebleu.corpus_chrf(float32, refs).score) <= 0.5
+
+
+def test_a_server_started_with_a_dtype_serves_and_reports_it():
+    """--dtype int8: /info names the precision, why and the device, and a phrase is the int8 model's translation."""
+    text = PHRASES[0][0]
+    proc = ServerProcess("--dtype", "int8", "--warmup-rounds", "0").wait()  # the built-in model
+    try:
+        (m,) = httpx.get(proc.url + "/info").json()["models"]
+        body = {"q": text, "source": "en", "target": "es", "parameters": {"max_new_tokens": 64}}
+        r = httpx.post(proc.url + "/translate", json=body, timeout=120)
+    finally:
+        proc.stop()
+    assert (m["dtype"], m["dtype_reason"], m["device"]) == (*choose("int8", "cpu"), "cpu")
+    assert r.status_code == 200, r.text
+    assert r.json()["translatedText"] == translate(load(BUILTIN, dtype="int8"), [text])[0]
