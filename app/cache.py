@@ -13,7 +13,7 @@ from cachetools import LRUCache
 
 from app.metrics import Metrics
 from app.settings import Settings
-from model.params import DecodeParams
+from model.runner.params import DecodeParams
 
 log = logging.getLogger("mt.cache")
 PREFIX = "mt:tr:"

@@ -12,8 +12,8 @@ from app.engine.messages import Result, WireUnit
 from app.errors import ApiError
 from app.layout import Layout
 from app.service import ModelEntry
-from model.params import DecodeParams
-from model.tokenizer import IncrementalDetokenizer
+from model.loading.tokenizer import IncrementalDetokenizer
+from model.runner.params import DecodeParams
 
 Event = int | Result  # a new token, or the unit's result
 

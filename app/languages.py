@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable
 
-from model.languages import language_name
+from model.loading.languages import language_name
 
 ALIASES = {"zt": "zh", "pb": "pt"}  # API codes whose language the detector knows under another code
 TOP = 3  # candidates /detect returns per text

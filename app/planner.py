@@ -15,8 +15,8 @@ from app.schemas import Parameters
 from app.service import Route, Service
 from app.settings import Settings
 from app.text import html_layout, plain_layout
-from model.description import Description
-from model.params import DecodeParams
+from model.loading.description import Description
+from model.runner.params import DecodeParams
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from bench.model_speed import build_engine
 from bench.report import DOC, command, log, ratio, write_section
 from bench.timing import Isolated
 from bench.workload import thread_env
-from model.checkpoint import load
+from model.loading.checkpoint import load
 
 ROOT = Path(__file__).resolve().parents[1]
 SECTION = "## The default OPUS-MT request on {cpu} (bench/beam_default.py)"  # one section per CPU kind

@@ -16,10 +16,10 @@ def ours(model, overlap: bool = False) -> Engine:
     """Our offline generation (the server's batch step) over `model` (a model or a StaticDecoder), with the host
     allocator the server's engine core sets; no per-step scores, as `transformers` and CTranslate2 compute none by
     default; `overlap`: one step kept in flight."""
-    from model.generate import generate
-    from model.host_memory import keep_freed_memory
-    from model.params import DecodeParams
-    from model.search import Request
+    from model.runner.generate import generate
+    from model.runner.host_memory import keep_freed_memory
+    from model.runner.params import DecodeParams
+    from model.runner.search import Request
 
     keep_freed_memory()
 

@@ -7,7 +7,8 @@ bandwidth and matmul rate.
     python -m bench.gpu_speed --shape tiny --no-write       # anywhere, CPU too: the whole path in seconds
 
 The shape is written as a random Hugging Face checkpoint (bench.marian / bench.nllb, tokenizer files included) and
-loaded by ours through `model.checkpoint.load` and by `transformers` through `from_pretrained`. Engines: `ours DTYPE`
+loaded by ours through `model.loading.checkpoint.load` and by `transformers` through `from_pretrained`. Engines:
+`ours DTYPE`
 (what the server runs on CUDA: `StaticDecoder` with every (rows, span) captured, and the overlap scheduler; on CPU the
 model itself), `ours seq` (no overlap; --compare-overlap), `ours eager` (the model's own step; --eager, CUDA only) and
 `HF DTYPE` (`generate`). Every engine is forced to generate exactly --new-tokens tokens per sentence (checked); engines
@@ -71,11 +72,11 @@ class Built:
 
 
 def build(path: Path, args: argparse.Namespace, device: torch.device) -> Built:
-    """Ours (loaded by model.checkpoint.load, its graphs captured) and `transformers` in each dtype asked for."""
+    """Ours (loaded by model.loading.checkpoint.load, graphs captured) and `transformers` in each dtype asked for."""
     from transformers import AutoModelForSeq2SeqLM
     from transformers.utils import logging as hf_logging
 
-    from model.checkpoint import load
+    from model.loading.checkpoint import load
     from model.runner.static import StaticDecoder
 
     hf_logging.set_verbosity_error()
@@ -373,7 +374,7 @@ def _facts(result: dict) -> list[str]:
     out = [
         f"- Machine: {where}, torch {m['torch']}, transformers {m['transformers']}.",
         f"- Model: random {result['label']} ({result['describe']}), saved as a Hugging Face checkpoint; ours loads "
-        "it with `model.checkpoint.load`, `transformers` with `from_pretrained`.",
+        "it with `model.loading.checkpoint.load`, `transformers` with `from_pretrained`.",
         f"- Work: {work}, {args['new_tokens']} new tokens forced per sentence.",
         f"- Card: copy bandwidth {card['bandwidth'] / 1e9:,.0f} GB/s, matmul {card['flop_rate'] / 1e12:.3g} TFLOP/s "
         f"({args['ours'][0]}).",

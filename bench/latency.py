@@ -6,7 +6,8 @@ CTranslate2 translating the same sentence, on the same random Marian weights (`b
     python -m bench.latency --requests 8 --new-tokens 8 --dtype int8 --no-write     # smoke run
 
 For each --dtype, a server (`python -m app --dtype D`, default settings otherwise; with --before a second one from
-that checkout), our offline engine (`model.generate.generate` on the checkpoint loaded as the server loads it) and
+that checkout), our offline engine (`model.runner.generate.generate` on the checkpoint loaded as the server loads it)
+and
 CTranslate2 (`compute_type` D), each in a process of its own, take turns on the same sentence, the start rotating:
 one JSON POST (greedy, exactly --new-tokens tokens), or one offline call. p50 / p95 of the wall time per request;
 the server's own `details.total_ms` (from the HTTP worker's job to the engine's result) splits its time into the
@@ -43,7 +44,7 @@ def ct2_engine(ct2_dir: Path, compute_type: str, threads: int) -> engines.Engine
 
 def offline_engine(hf_dir: Path, dtype: str) -> engines.Engine:
     """Our offline engine in its worker, on the checkpoint loaded as the server's --dtype loads it."""
-    from model.checkpoint import load
+    from model.loading.checkpoint import load
 
     return engines.ours(load(hf_dir, dtype=dtype).model)
 
@@ -128,7 +129,8 @@ def render(args, info: dict[str, str], rows: dict[str, dict[str, list[float]]], 
         f"{load[1]:.1f} after).",
         f"- Model: random `MarianMTModel` ({marian.describe(marian.CPU)}), served by `python -m app --model DIR "
         f"--dtype D` (default settings otherwise, OMP_NUM_THREADS={args.threads}), run offline by "
-        f"`model.generate.generate` on the checkpoint loaded with the same dtype ({args.threads} thread(s)), and "
+        f"`model.runner.generate.generate` on the checkpoint loaded with the same dtype ({args.threads} thread(s)), "
+        "and "
         f"converted for CTranslate2 (`compute_type` D, intra_threads={args.threads}); each in its own process.",
         f"- Work: one sentence of {tokens} source tokens, {args.requests} times (after {args.warmup} warm-up turns), "
         f"greedy, exactly {args.new_tokens} new tokens; the server gets one JSON POST at a time from one client "
@@ -154,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--output", type=Path, default=DOC)
     p.add_argument("--no-write", action="store_true")
     args = p.parse_args(argv)
-    from model.checkpoint import describe
+    from model.loading.checkpoint import describe
 
     with tempfile.TemporaryDirectory(prefix="bench_latency_") as tmp:
         hf_dir = marian.write(Path(tmp) / "opus-mt-en-de", marian.CPU)

@@ -9,7 +9,7 @@ from importlib.metadata import PackageNotFoundError, version
 
 import torch
 
-from model.precision import cpu_flags, cpuinfo
+from model.network.precision import cpu_flags, cpuinfo
 
 ISA = ("avx2", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_bf16", "amx_int8")
 

@@ -61,9 +61,9 @@ def hf_model(shape: dict, seed: int = 0, **config):
 
 
 def ours_of(hf) -> torch.nn.Module:
-    """Our network with the weights of a `MarianMTModel` (as model.checkpoint loads its directory)."""
-    from model.checkpoint import hf_network
-    from model.hf import hf_config
+    """Our network with the weights of a `MarianMTModel` (as model.loading.checkpoint loads its directory)."""
+    from model.loading.checkpoint import hf_network
+    from model.loading.hf import hf_config
 
     return hf_network(hf_config(hf.config.to_dict()), hf.state_dict()).eval()
 

@@ -6,7 +6,7 @@ bfloat16 where it offers it) and `transformers`, on the same random Marian weigh
     python -m bench.model_speed --before ../base --no-write  # ours against another checkout's engine, nothing else
 
 A random `MarianMTModel` (`bench.marian.CPU`: d_model 256, 3+3 layers, 4 heads, ffn 1024, vocab 8000) is saved with
-`save_pretrained` and its tokenizer files, then loaded three ways: by `model.checkpoint.load` with the server's
+`save_pretrained` and its tokenizer files, then loaded three ways: by `model.loading.checkpoint.load` with the server's
 `--dtype` (ours), by `MarianMTModel.from_pretrained` (HF) and, converted, by CTranslate2. Sources are random ids
 (10-40 tokens, EOS last). Every engine is forced to generate exactly `--new-tokens` tokens per sentence (checked).
 
@@ -71,7 +71,7 @@ def build_engine(name: str, hf_dir: Path, ct2_dir: Path, threads: int, before: P
 
         hf_logging.set_verbosity_error()
         return engines.hf(MarianMTModel.from_pretrained(hf_dir).eval())
-    from model.checkpoint import load
+    from model.loading.checkpoint import load
 
     return engines.ours(load(hf_dir, dtype=OURS[name]).model)
 
@@ -125,7 +125,8 @@ def render(info: dict[str, str], args: argparse.Namespace, body: str, targets: s
         f"- Threads: torch.set_num_threads({args.threads}); CTranslate2 inter_threads=1, "
         f"intra_threads={args.threads}; OMP_WAIT_POLICY {os.environ.get('OMP_WAIT_POLICY', 'unset')}.",
         f"- Model: random `MarianMTModel` ({marian.describe(marian.CPU)}); ours loads it with "
-        "`model.checkpoint.load(dir, dtype=...)` as the server's `--dtype float32 / int8 / bfloat16` does (int8: "
+        "`model.loading.checkpoint.load(dir, dtype=...)` as the server's `--dtype float32 / int8 / bfloat16` does "
+        "(int8: "
         "`torch.ao.quantization.quantize_dynamic` of every nn.Linear, x86 backend); CTranslate2 gets "
         "`TransformersConverter(dir).convert(out, quantization=None)` and `compute_type` float32 / int8 / bfloat16.",
         f"- Work: random source ids of 10-40 tokens (EOS last); {args.sentences} sentences per batch size, "
@@ -195,7 +196,7 @@ def run(args: argparse.Namespace, hf_dir: Path, ct2_dir: Path, names: list[str])
 def roofline(args: argparse.Namespace, hf_dir: Path, results: dict, names: list[str], rates: list) -> list[str]:
     """Markdown: the CPU's rates and every cell's step against its bound, ours split into GEMMs, attention and the
     rest by torch.profiler (in this process, at the same threads)."""
-    from model.checkpoint import load
+    from model.loading.checkpoint import load
 
     models = {OURS[n]: load(hf_dir, dtype=OURS[n]).model for n in names if n in OURS}
     cfg, best = models["float32"].cfg, rl.best_of(*rates)

@@ -1,5 +1,5 @@
 """Random NLLB-200 (M2M100 layout) checkpoints for the benchmarks: one builder for every shape, saved with a tiny NLLB
-tokenizer (bench.harness.fixtures) so that `model.checkpoint.load` serves them as it serves a real NLLB-200."""
+tokenizer (bench.harness.fixtures) so that `model.loading.checkpoint.load` serves them as it serves a real NLLB-200."""
 
 from __future__ import annotations
 

@@ -24,11 +24,11 @@ from bench import engines
 from bench.marian import OPUS, TINY, hf_model, ours_of, sources
 from bench.report import ratio
 from bench.timing import Local, time_cell
-from model.checkpoint import load
-from model.generate import generate
-from model.params import DecodeParams
-from model.precision import prepare
-from model.search import Request
+from model.loading.checkpoint import load
+from model.network.precision import prepare
+from model.runner.generate import generate
+from model.runner.params import DecodeParams
+from model.runner.search import Request
 
 PRECISIONS = ("int8-ffn", "int8", "bfloat16")  # against float32
 NLLB = {"d_model": 1024, "layers": 3, "heads": 16, "ffn": 4096, "vocab": 32000}  # NLLB-600M's width, fewer layers
@@ -38,8 +38,8 @@ def nllb_model(shape: dict, seed: int = 0) -> torch.nn.Module:
     """Ours with the weights of a random M2M100 (NLLB's architecture: pre-LN, ReLU, scaled embeddings)."""
     from transformers import M2M100Config, M2M100ForConditionalGeneration
 
-    from model.checkpoint import hf_network
-    from model.hf import hf_config
+    from model.loading.checkpoint import hf_network
+    from model.loading.hf import hf_config
 
     cfg = M2M100Config(
         vocab_size=shape["vocab"], d_model=shape["d_model"], encoder_layers=shape["layers"],

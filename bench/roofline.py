@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from model.config import ModelConfig
+from model.network.config import ModelConfig
 
 
 @dataclass(frozen=True)
@@ -296,9 +296,9 @@ def profile_steps(model, sources: list[list[int]], beam: int, new: int, steps: i
     `new`-token decode (prefill and the first steps unprofiled): {kind: share}."""
     from torch.profiler import ProfilerActivity, profile
 
-    from model.params import DecodeParams
     from model.runner.loop import DecodeLoop
-    from model.search import Request
+    from model.runner.params import DecodeParams
+    from model.runner.search import Request
 
     params = DecodeParams(beam_size=beam, max_new_tokens=new, min_new_tokens=new, return_scores=False)
     loop = DecodeLoop(model)

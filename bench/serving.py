@@ -43,9 +43,9 @@ from bench.machine import machine_info, machine_line
 from bench.report import command, log, write_section
 from bench.timing import sync
 from bench.workload import LOAD_WORDS, LOADS, bodies, load_fields, model_dir, pick_sentences, server_params, thread_env
-from model.checkpoint import load
-from model.host_memory import keep_freed_memory
-from model.precision import choose
+from model.loading.checkpoint import load
+from model.network.precision import choose
+from model.runner.host_memory import keep_freed_memory
 
 ROOT = Path(__file__).resolve().parents[1]
 SECTION = "## Serving through the engine core (bench/serving.py)"  # greedy; other loads get their own section
@@ -226,7 +226,7 @@ def offline(model, sources: list[list[int]], params: list, rows: int, overlap: b
     tokens/s, and decode step time as the server's engine measures it (encode excluded; with `overlap`, a round:
     launch one step, read the previous back)."""
     from model.runner.loop import DecodeLoop
-    from model.search import Request
+    from model.runner.search import Request
 
     tokens, wall, decode, steps = 0, 0.0, 0.0, 0
     for start in range(0, len(sources) - rows + 1, rows):

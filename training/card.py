@@ -9,10 +9,10 @@ from pathlib import Path
 
 import torch
 
-from model.checkpoint import load
-from model.generate import generate
-from model.params import DecodeParams
-from model.search import Request
+from model.loading.checkpoint import load
+from model.runner.generate import generate
+from model.runner.params import DecodeParams
+from model.runner.search import Request
 from training.common import WORK
 
 TEMPLATE = Path(__file__).resolve().parent / "MODEL_CARD.template.md"

@@ -10,12 +10,12 @@ from pathlib import Path
 import sacrebleu
 import torch
 
-from model.checkpoint import load
-from model.generate import generate
-from model.params import DecodeParams
-from model.search import Request
-from model.tokenizer import Tokenizer
-from model.transformer import Seq2SeqTransformer
+from model.loading.checkpoint import load
+from model.loading.tokenizer import Tokenizer
+from model.network.transformer import Seq2SeqTransformer
+from model.runner.generate import generate
+from model.runner.params import DecodeParams
+from model.runner.search import Request
 from training.common import EVERYDAY, WORK, read_lines, read_tsv, write_lines
 from training.distill import MARK, apertium
 

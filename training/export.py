@@ -7,9 +7,9 @@ from pathlib import Path
 
 import torch
 
-from model.checkpoint import save_native
-from model.config import ModelConfig
-from model.transformer import Seq2SeqTransformer
+from model.loading.checkpoint import save_native
+from model.network.config import ModelConfig
+from model.network.transformer import Seq2SeqTransformer
 
 WORK = Path("training/work")
 

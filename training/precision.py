@@ -13,7 +13,7 @@ from pathlib import Path
 
 import torch
 
-from model.checkpoint import load
+from model.loading.checkpoint import load
 from training.evaluate import human_sets, scores, translate
 
 

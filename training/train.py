@@ -13,10 +13,10 @@ import sentencepiece as spm
 import torch
 import torch.nn.functional as F
 
-from model.checkpoint import load
-from model.config import ModelConfig
-from model.tokenizer import Tokenizer
-from model.transformer import Seq2SeqTransformer
+from model.loading.checkpoint import load
+from model.loading.tokenizer import Tokenizer
+from model.network.config import ModelConfig
+from model.network.transformer import Seq2SeqTransformer
 from training.batches import collate, encode_corpus, make_batches
 from training.common import WORK, read_lines
 from training.evaluate import translate

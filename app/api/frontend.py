@@ -7,7 +7,7 @@ from fastapi import APIRouter
 from app.api.deps import ServiceDep
 from app.documents.formats import FORMATS
 from app.errors import ApiError
-from model.languages import language_name
+from model.loading.languages import language_name
 
 router = APIRouter()
 FRONTEND_TIMEOUT_MS = 500  # LibreTranslate's default: the page translates after this pause in typing

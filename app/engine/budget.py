@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import psutil
 
 from app.settings import Settings
-from model.config import ModelConfig
+from model.network.config import ModelConfig
 
 CPU_MEMORY_SHARE = 0.5  # on CPU the reserved cache may take this share of the memory available at start-up
 LOGIT_BYTES = 12  # per row and vocabulary entry on CUDA: the float32 output buffer and the step's logits/log-probs

@@ -14,14 +14,14 @@ from app.engine.core import EngineCore
 from app.engine.scheduler import Limits
 from app.metrics import Metrics
 from app.settings import Settings
-from model.checkpoint import Checkpoint, load
-from model.generate import generate
-from model.params import DecodeParams
-from model.precision import choose
+from model.loading.checkpoint import Checkpoint, load
+from model.network.precision import choose
+from model.network.transformer import Seq2SeqTransformer
 from model.runner import Runner
+from model.runner.generate import generate
+from model.runner.params import DecodeParams
+from model.runner.search import Request
 from model.runner.static import StaticDecoder
-from model.search import Request
-from model.transformer import Seq2SeqTransformer
 
 log = logging.getLogger("mt.core")
 

@@ -8,7 +8,7 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from model.description import Description
+from model.loading.description import Description
 
 
 @dataclass
@@ -30,7 +30,7 @@ class ModelCard:
 
     @classmethod
     def of(cls, checkpoint, dtype_reason: str = "as set") -> ModelCard:
-        """The card of a loaded model.checkpoint.Checkpoint; `dtype_reason` says why its precision was chosen."""
+        """The card of a loaded Checkpoint (model.loading.checkpoint); `dtype_reason`: why its precision was chosen."""
         desc = Description(**{f.name: getattr(checkpoint, f.name) for f in dataclasses.fields(Description)})
         device = str(checkpoint.model.device)
         version = fingerprint(Path(desc.path))

@@ -14,7 +14,7 @@ from zmq.utils.monitor import recv_monitor_message
 
 from app.engine.card import ModelCard
 from app.engine.messages import Abort, Hello, Ready, Result, Submit, Update, WireUnit, encode, to_front
-from model.params import DecodeParams
+from model.runner.params import DecodeParams
 
 log = logging.getLogger("mt.client")
 GONE = "the engine core stopped"

@@ -18,8 +18,8 @@ from app.engine.scheduler import Limits, Scheduler
 from app.metrics import Metrics, Tally
 from model.runner import Runner
 from model.runner.loop import DecodeLoop
+from model.runner.search import Hypothesis, Request, StepOutput
 from model.runner.state import Encoded
-from model.search import Hypothesis, Request, StepOutput
 
 log = logging.getLogger("mt.engine")
 T = TypeVar("T")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import msgspec
 
-from model.params import DecodeParams
+from model.runner.params import DecodeParams
 
 
 class WireUnit(msgspec.Struct, array_like=True):

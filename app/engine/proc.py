@@ -17,7 +17,7 @@ from app.engine.core import EngineCore
 from app.engine.messages import Abort, Hello, Ready, Submit, Update, encode, to_core
 from app.engine.threads import core_threads
 from app.settings import Settings
-from model.host_memory import keep_freed_memory
+from model.runner.host_memory import keep_freed_memory
 
 log = logging.getLogger("mt.core")
 

@@ -6,7 +6,7 @@ import enum
 import time
 from dataclasses import dataclass, field
 
-from model.params import DecodeParams
+from model.runner.params import DecodeParams
 
 
 class Status(enum.Enum):

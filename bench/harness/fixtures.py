@@ -9,9 +9,9 @@ from pathlib import Path
 import sentencepiece as spm
 import torch
 
-from model.checkpoint import save_native
-from model.config import ModelConfig
-from model.transformer import Seq2SeqTransformer
+from model.loading.checkpoint import save_native
+from model.network.config import ModelConfig
+from model.network.transformer import Seq2SeqTransformer
 
 EN = "the a cat dog house red big small runs sleeps eats green tree river city night day world hello good".split()
 ES = "el la gato perro casa roja grande pequeño corre duerme come verde árbol río ciudad noche día mundo hola".split()

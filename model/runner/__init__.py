@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     import torch
     from torch import Tensor
 
-    from model.config import ModelConfig
+    from model.network.config import ModelConfig
     from model.runner.pool import KVPool
     from model.runner.state import DecodeState
 

@@ -10,8 +10,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from model.runner.search import Hypothesis
 from model.runner.transfer import fetch, upload
-from model.search import Hypothesis
 
 GROW = 32  # positions added to the histories when they are full
 DEAD = -1.0e9  # candidates scored below DEAD / 2 never finish (a banned or masked token)

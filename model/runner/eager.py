@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING
 import torch
 from torch import Tensor
 
+from model.network.transformer import Seq2SeqTransformer
 from model.runner.pool import KVPool
-from model.transformer import Seq2SeqTransformer
 
 if TYPE_CHECKING:
     from model.runner.state import DecodeState

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from model.config import ModelConfig
+from model.network.config import ModelConfig
 from model.runner import Runner
 from model.runner.beams import HostMoves, Moves
 from model.runner.beams import step as beam_step
@@ -22,9 +22,9 @@ from model.runner.choice import Picked, beam_candidates, pack, pick, unpack
 from model.runner.eager import Eager
 from model.runner.processors import process
 from model.runner.rows import RowTable
+from model.runner.search import Request, Seq, StepOutput
 from model.runner.state import DecodeState, Encoded
 from model.runner.transfer import Readback, start_fetch, upload
-from model.search import Request, Seq, StepOutput
 
 
 def pad_batch(seqs: list[list[int]], pad_id: int, device: torch.device) -> tuple[Tensor, Tensor]:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from model.step import Groups, StepInputs
+from model.network.step import Groups, StepInputs
 
 GROW = 32  # self-attention positions added when a row needs more
 

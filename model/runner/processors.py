@@ -9,8 +9,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from model.config import ModelConfig
-from model.params import DecodeParams
+from model.network.config import ModelConfig
+from model.runner.params import DecodeParams
 from model.runner.transfer import upload, upload_parts
 
 NEG_INF = float("-inf")

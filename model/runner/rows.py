@@ -10,11 +10,11 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from model.params import DecodeParams
 from model.runner.beams import Knobs
+from model.runner.params import DecodeParams
 from model.runner.processors import Penalties
+from model.runner.search import Seq
 from model.runner.transfer import upload_parts
-from model.search import Seq
 
 
 @dataclass

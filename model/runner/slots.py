@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import torch
 
+from model.network.step import Groups
 from model.runner.transfer import upload
-from model.step import Groups
 
 
 def plan(row_slots: list[int], slots: int, width: int) -> tuple[list[int], list[int]]:

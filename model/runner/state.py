@@ -16,14 +16,14 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from model.config import ModelConfig
+from model.network.config import ModelConfig
+from model.network.step import Groups, StepInputs
 from model.runner.beams import GROW, BeamState
 from model.runner.pool import KVPool
 from model.runner.rows import RowTable
+from model.runner.search import Request, Seq
 from model.runner.slots import group
 from model.runner.transfer import upload
-from model.search import Request, Seq
-from model.step import Groups, StepInputs
 
 PRESIZE = 128  # self-attention positions a join reserves at most up front (as many as its requests may decode)
 

@@ -23,12 +23,12 @@ import torch
 from torch import Tensor
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from model.network.step import Groups, StepInputs
+from model.network.transformer import Seq2SeqTransformer
 from model.runner.eager import Eager
 from model.runner.pool import KVPool
 from model.runner.slots import plan
 from model.runner.transfer import upload
-from model.step import Groups, StepInputs
-from model.transformer import Seq2SeqTransformer
 
 if TYPE_CHECKING:
     from model.runner.state import DecodeState

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from bench.harness.server import RedisServer, ServerProcess
-from model.checkpoint import Checkpoint, load
+from model.loading.checkpoint import Checkpoint, load
 from tests.app.inprocess import POISON, CoreThread, Faulty, make_core
 
 torch.set_num_threads(1)  # like the server (OMP_NUM_THREADS=1): same kernels, same floating-point results

@@ -7,10 +7,10 @@ import time
 import httpx
 
 from bench.harness.client import Sse, metrics, parse_sse, value
-from model.checkpoint import Checkpoint
-from model.generate import generate
-from model.params import DecodeParams
-from model.search import Request
+from model.loading.checkpoint import Checkpoint
+from model.runner.generate import generate
+from model.runner.params import DecodeParams
+from model.runner.search import Request
 
 # forced-length generation: runs exactly 255 tokens (the tiny model's max_positions is 256)
 LONG = {"max_new_tokens": 255, "min_new_tokens": 255}
@@ -90,7 +90,7 @@ def wait_for(predicate, timeout: float, interval: float = 0.05) -> float:
 
 
 def offline(ck: Checkpoint, text: str, **params) -> list[str]:
-    """The oracle: model.generate.generate on the checkpoint for one text; n-best texts."""
+    """The oracle: model.runner.generate.generate on the checkpoint for one text; n-best texts."""
     ids = ck.tokenizer.encode(text)
     hyps = generate(ck.model, [Request(0, ids, DecodeParams(**params))])[0]
     return [ck.tokenizer.decode(h.tokens) for h in hyps]

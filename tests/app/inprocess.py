@@ -18,10 +18,10 @@ from app.engine.scheduler import Limits
 from app.metrics import Metrics
 from app.service import Service
 from app.settings import Settings
-from model.generate import generate
-from model.params import DecodeParams
 from model.runner.eager import Eager
-from model.search import Request
+from model.runner.generate import generate
+from model.runner.params import DecodeParams
+from model.runner.search import Request
 
 TEXTS = ["the cat sleeps", "a big red dog runs in the city", "hello world", "the small green tree eats"]
 POISON = "naïve café über niño"
@@ -83,7 +83,7 @@ def rounds(core: EngineCore, limit: int = 10_000) -> list[Update]:
 
 
 def oracle(checkpoint, text: str, **params):
-    """model.generate for one text."""
+    """model.runner.generate for one text."""
     return generate(checkpoint.model, [Request(0, checkpoint.tokenizer.encode(text), DecodeParams(**params))])[0]
 
 

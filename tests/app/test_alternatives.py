@@ -7,7 +7,7 @@ from app.api.translate import alternatives
 from app.engine.messages import Hyp, Result
 from app.job import Job
 from app.text import plain_layout
-from model.params import DecodeParams
+from model.runner.params import DecodeParams
 
 
 def test_alternatives_skip_texts_already_given(checkpoint):

@@ -21,8 +21,8 @@ from app.engine.budget import (
 from app.engine.request import EngineRequest
 from app.engine.scheduler import Limits, Scheduler
 from app.settings import Settings
-from model.config import ModelConfig
-from model.params import DecodeParams
+from model.network.config import ModelConfig
+from model.runner.params import DecodeParams
 
 OPUS = ModelConfig(8000, 8000, d_model=256, n_heads=4, encoder_layers=3, decoder_layers=3, max_positions=512)
 GIB = 2**30
@@ -96,7 +96,7 @@ def test_64_default_requests_of_a_beam_4_checkpoint_start_in_one_wave(tmp_path):
     from app.engine.build import make_core
     from app.planner import Ask, decode_params
     from bench.harness.fixtures import make_marian
-    from model.checkpoint import load
+    from model.loading.checkpoint import load
     from tests.app.inprocess import submit
 
     opus = {"num_beams": 4, "max_length": 512, "bad_words_ids": "pad"}

@@ -12,7 +12,7 @@ import pytest
 from bench.harness.client import metrics, value
 from bench.harness.fixtures import make_native
 from bench.harness.server import ServerProcess
-from model.checkpoint import load
+from model.loading.checkpoint import load
 from tests.app.helpers import offline, without_timing
 from tests.app.test_translate import DEFAULT_MAX_NEW, TEXTS
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from bench.harness.server import ServerProcess
-from model.checkpoint import load
+from model.loading.checkpoint import load
 from tests.app.helpers import offline, ok
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")

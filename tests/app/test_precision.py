@@ -9,11 +9,11 @@ import torch
 
 from app.settings import BUILTIN
 from bench.harness.server import ServerProcess
-from model.checkpoint import load
-from model.generate import generate
-from model.params import DecodeParams
-from model.precision import choose
-from model.search import Request
+from model.loading.checkpoint import load
+from model.network.precision import choose
+from model.runner.generate import generate
+from model.runner.params import DecodeParams
+from model.runner.search import Request
 from training.common import EVERYDAY, read_tsv
 
 PHRASES = read_tsv(EVERYDAY)[:64]  # one POST (max_items 64); the full sets are measured by training.precision

@@ -6,7 +6,7 @@ import random
 
 from app.engine.request import EngineRequest
 from app.engine.scheduler import Limits, Plan, Scheduler
-from model.params import DecodeParams
+from model.runner.params import DecodeParams
 
 
 def req(src_len: int = 5, beams: int = 1, max_new: int = 10) -> EngineRequest:

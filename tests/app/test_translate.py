@@ -1,4 +1,4 @@
-"""POST /translate against the offline oracle (model.generate.generate): bodies, lists, alternatives, every
+"""POST /translate against the offline oracle (model.runner.generate.generate): bodies, lists, alternatives, every
 decoding parameter, sentence splitting, HTML, timing headers, /languages and /info."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from importlib.metadata import version
 import httpx
 import pytest
 
-from model.params import DecodeParams
+from model.runner.params import DecodeParams
 from tests.app.helpers import offline, offline_hyps, ok, translate
 
 TEXTS = ["the cat sleeps", "a big red dog runs in the city", "hello world", "the small green tree eats", "good night"]
@@ -33,7 +33,7 @@ def oracle_params(parameters: dict, alternatives: int = 0) -> dict:
 
 
 def test_single_text_equals_offline_generate(server, checkpoint):
-    """translatedText and details are what model.generate gives for the same ids; timing headers are set."""
+    """translatedText and details are what model.runner.generate gives for the same ids; timing headers are set."""
     for text in TEXTS:
         r = translate(server.url, text)
         assert r.status_code == 200, r.text

@@ -29,7 +29,7 @@ from bench.roofline import (
     step_work,
 )
 from bench.roofline import split as split_events
-from model.transformer import Seq2SeqTransformer
+from model.network.transformer import Seq2SeqTransformer
 
 CPU = torch.device("cpu")
 

@@ -5,7 +5,7 @@ import pytest
 
 from bench import marian
 from bench.workload import DEFAULT_MODEL, bodies, load_fields, one_unit, pick_sentences, server_params
-from model.checkpoint import describe, load
+from model.loading.checkpoint import describe, load
 
 
 @pytest.fixture(scope="module")

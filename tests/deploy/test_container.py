@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from bench.harness.client import metrics, parse_sse, value
-from model.checkpoint import load
+from model.loading.checkpoint import load
 from tests.app.helpers import LONG, offline, ok, stream, streamed_text
 
 from .helpers import dockerfile_stages, seconds, stage_args

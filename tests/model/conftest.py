@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from bench.harness.fixtures import tiny_config
-from model.transformer import Seq2SeqTransformer
+from model.network.transformer import Seq2SeqTransformer
 
 
 @pytest.fixture(scope="module")

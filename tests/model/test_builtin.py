@@ -5,10 +5,10 @@ import sacrebleu
 import torch
 
 from app.settings import BUILTIN
-from model.checkpoint import load
-from model.generate import generate
-from model.params import DecodeParams
-from model.search import Request
+from model.loading.checkpoint import load
+from model.runner.generate import generate
+from model.runner.params import DecodeParams
+from model.runner.search import Request
 from training.common import EVERYDAY, read_tsv  # hand-written phrases, never trained on
 
 # The shipped model scores chrF 69.2 (greedy) on EVERYDAY; the floor sits 5 points below it. Copying the English

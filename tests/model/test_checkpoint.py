@@ -7,10 +7,10 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from model.checkpoint import load, resolve
-from model.generate import generate
-from model.params import DecodeParams
-from model.search import Request
+from model.loading.checkpoint import load, resolve
+from model.runner.generate import generate
+from model.runner.params import DecodeParams
+from model.runner.search import Request
 
 
 def test_native_round_trip(native_dir, tmp_path):
@@ -27,8 +27,8 @@ def test_native_round_trip(native_dir, tmp_path):
 
 def test_tied_output_survives_save_and_load(native_dir, tmp_path):
     from bench.harness.fixtures import tiny_config
-    from model.checkpoint import save_native
-    from model.transformer import Seq2SeqTransformer
+    from model.loading.checkpoint import save_native
+    from model.network.transformer import Seq2SeqTransformer
 
     model = Seq2SeqTransformer(tiny_config(320, tie_output=True))
     save_native(model, native_dir / "spm.model", tmp_path / "tied", "en", "es")

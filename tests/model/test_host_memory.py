@@ -7,11 +7,11 @@ import sys
 
 import pytest
 
-from model.host_memory import ENV
+from model.runner.host_memory import ENV
 
 PROBE = """
 import ctypes, ctypes.util, sys, torch
-from model.host_memory import keep_freed_memory
+from model.runner.host_memory import keep_freed_memory
 
 FIELDS = "arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks keepcost"
 

@@ -7,11 +7,11 @@ import pytest
 import torch
 
 from bench.harness.fixtures import tiny_config
-from model.params import DecodeParams
+from model.network.transformer import Seq2SeqTransformer
 from model.runner.eager import Eager
+from model.runner.params import DecodeParams
+from model.runner.search import Request
 from model.runner.state import DecodeState, Encoded
-from model.search import Request
-from model.transformer import Seq2SeqTransformer
 
 
 def _model(**kw) -> Seq2SeqTransformer:

@@ -2,7 +2,7 @@
 
 import pytest
 
-from model.languages import Languages, api_codes, language_name
+from model.loading.languages import Languages, api_codes, language_name
 
 
 def test_nllb_codes_map_to_iso_639_1_once_each():

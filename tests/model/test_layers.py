@@ -3,9 +3,9 @@
 import torch
 
 from bench.harness.fixtures import tiny_config
-from model import transformer
-from model.config import ModelConfig
-from model.layers import (
+from model.network import transformer
+from model.network.config import ModelConfig
+from model.network.layers import (
     ACT,
     FeedForward,
     MultiHeadAttention,
@@ -14,8 +14,8 @@ from model.layers import (
     causal_mask,
     sinusoidal_table,
 )
+from model.network.transformer import DecoderLayer, EncoderLayer, Seq2SeqTransformer
 from model.runner.loop import pad_batch
-from model.transformer import DecoderLayer, EncoderLayer, Seq2SeqTransformer
 
 
 def test_positional_encoding_values():

@@ -3,10 +3,10 @@
 import pytest
 import torch
 
-from model.checkpoint import load
-from model.generate import generate
-from model.params import DecodeParams
-from model.search import Request
+from model.loading.checkpoint import load
+from model.runner.generate import generate
+from model.runner.params import DecodeParams
+from model.runner.search import Request
 
 transformers = pytest.importorskip("transformers")
 

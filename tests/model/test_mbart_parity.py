@@ -4,11 +4,11 @@
 import pytest
 import torch
 
-from model.generate import generate
-from model.hf import hf_config, hf_state
-from model.params import DecodeParams
-from model.search import Request
-from model.transformer import Seq2SeqTransformer
+from model.loading.hf import hf_config, hf_state
+from model.network.transformer import Seq2SeqTransformer
+from model.runner.generate import generate
+from model.runner.params import DecodeParams
+from model.runner.search import Request
 
 transformers = pytest.importorskip("transformers")
 

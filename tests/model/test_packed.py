@@ -4,7 +4,7 @@ import pytest
 import torch
 from torch import nn
 
-from model.packed import PackedLinear, available, pack_linears
+from model.network.packed import PackedLinear, available, pack_linears
 
 pytestmark = pytest.mark.skipif(not available(), reason="needs oneDNN (mkldnn) in torch")
 

@@ -8,9 +8,9 @@ import torch
 from torch.ao.nn.quantized import dynamic as nnqd
 
 from app.settings import BUILTIN
-from model.checkpoint import load
-from model.packed import PackedLinear, narrowest
-from model.precision import INT8_FLAGS, Int8Linear, choose, cpu_flags, cpuinfo, quantize_int8
+from model.loading.checkpoint import load
+from model.network.packed import PackedLinear, narrowest
+from model.network.precision import INT8_FLAGS, Int8Linear, choose, cpu_flags, cpuinfo, quantize_int8
 
 VNNI = ({"avx2", "avx512f", "avx512_vnni"}, {"avx2", "avx_vnni"}, {"avx512f", "amx_bf16", "amx_int8"})
 

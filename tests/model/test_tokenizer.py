@@ -2,7 +2,7 @@
 
 import random
 
-from model.checkpoint import load
+from model.loading.checkpoint import load
 
 TEXTS = ["the cat runs", "¿qué? niño über café", "日本 — naïve", "hello   world  "]
 

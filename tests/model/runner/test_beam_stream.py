@@ -6,12 +6,12 @@ import itertools
 import pytest
 import torch
 
-from model.checkpoint import load
-from model.params import DecodeParams
+from model.loading.checkpoint import load
 from model.runner.beams import BeamState, HostMoves, Knobs, step
 from model.runner.choice import pack
 from model.runner.loop import DecodeLoop
-from model.search import Request
+from model.runner.params import DecodeParams
+from model.runner.search import Request
 from tests.model.runner.test_beams import Beam, take
 
 EOS = 1

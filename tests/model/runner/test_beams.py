@@ -8,10 +8,10 @@ from dataclasses import dataclass, field
 
 import torch
 
-from model.params import DecodeParams
 from model.runner.beams import WINDOW, BeamState, HostMoves, Knobs, step
 from model.runner.choice import pack
-from model.search import Hypothesis
+from model.runner.params import DecodeParams
+from model.runner.search import Hypothesis
 
 EOS, VOCAB, DEAD = 1, 6, -1.0e9
 

@@ -5,12 +5,12 @@ import torch
 
 import model.runner.beams as beams_module
 import model.runner.loop as loop_module
-from model.params import DecodeParams
 from model.runner.choice import beam_candidates, sample
 from model.runner.loop import DecodeLoop
+from model.runner.params import DecodeParams
 from model.runner.rows import RowTable
+from model.runner.search import Request, Seq
 from model.runner.transfer import start_fetch
-from model.search import Request, Seq
 from tests.model.runner.test_decoding import MIXED, _src
 
 GREEDY, BEAM2, BEAM4 = DecodeParams(), DecodeParams(beam_size=2), DecodeParams(beam_size=4)

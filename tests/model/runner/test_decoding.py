@@ -6,13 +6,13 @@ import pytest
 import torch
 
 from bench.harness.fixtures import tiny_config
-from model.generate import generate
-from model.params import DecodeParams
+from model.network.transformer import Seq2SeqTransformer
 from model.runner.choice import warp
+from model.runner.generate import generate
 from model.runner.loop import DecodeLoop
+from model.runner.params import DecodeParams
+from model.runner.search import Request
 from model.runner.state import place
-from model.search import Request
-from model.transformer import Seq2SeqTransformer
 from tests.model.runner import cache_oracle
 
 

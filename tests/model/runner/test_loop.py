@@ -6,9 +6,9 @@ import pytest
 import torch
 
 import model.runner.state as state_module
-from model.generate import generate
+from model.runner.generate import generate
 from model.runner.loop import DecodeLoop
-from model.search import Request
+from model.runner.search import Request
 from tests.model.runner import cache_oracle
 from tests.model.runner.test_decoding import MIXED, _src, _tokens
 

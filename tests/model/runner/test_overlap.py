@@ -13,14 +13,14 @@ from dataclasses import dataclass, field
 import pytest
 import torch
 
-from model.checkpoint import load
-from model.generate import generate
-from model.params import DecodeParams
+from model.loading.checkpoint import load
+from model.network.transformer import Seq2SeqTransformer
 from model.runner.eager import Eager
+from model.runner.generate import generate
 from model.runner.loop import DecodeLoop
+from model.runner.params import DecodeParams
+from model.runner.search import Request
 from model.runner.transfer import start_fetch
-from model.search import Request
-from model.transformer import Seq2SeqTransformer
 from tests.model.runner import cache_oracle
 from tests.model.runner.test_decoding import MIXED, _src, _tokens
 from tests.model.runner.test_static import LANES, _on, _static

@@ -5,7 +5,7 @@ import random
 
 import torch
 
-from model.params import DecodeParams
+from model.runner.params import DecodeParams
 from model.runner.processors import Penalties, apply_penalties
 
 NEG_INF = float("-inf")

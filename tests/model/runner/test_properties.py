@@ -9,9 +9,9 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from model.params import DecodeParams
 from model.runner.loop import DecodeLoop
-from model.search import Request
+from model.runner.params import DecodeParams
+from model.runner.search import Request
 from tests.model.runner.test_decoding import _src
 
 KINDS = [

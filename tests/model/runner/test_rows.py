@@ -11,10 +11,10 @@ import pytest
 import torch
 
 import model.runner.transfer as transfer_module
-from model.generate import generate
-from model.params import DecodeParams
+from model.runner.generate import generate
 from model.runner.loop import DecodeLoop
-from model.search import Request
+from model.runner.params import DecodeParams
+from model.runner.search import Request
 from tests.model.runner.test_decoding import _src, _tokens
 from tests.model.runner.test_overlap import drive
 

@@ -4,7 +4,7 @@ attention equal attending over a copy per row; the two-stage top-k equals `topk`
 import pytest
 import torch
 
-from model.layers import MultiHeadAttention, additive_mask
+from model.network.layers import MultiHeadAttention, additive_mask
 from model.runner.choice import row_topk
 from model.runner.slots import Groups, group, plan
 

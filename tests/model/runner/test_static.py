@@ -8,14 +8,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from model.generate import generate
-from model.params import DecodeParams
+from model.network.transformer import Seq2SeqTransformer
 from model.runner.eager import Eager
+from model.runner.generate import generate
 from model.runner.loop import DecodeLoop
+from model.runner.params import DecodeParams
+from model.runner.search import Request
 from model.runner.state import DecodeState, Encoded
 from model.runner.static import StaticDecoder, row_sizes, span_sizes
-from model.search import Request
-from model.transformer import Seq2SeqTransformer
 from tests.model.runner.test_decoding import MIXED, _src, _tokens, continuous
 
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")

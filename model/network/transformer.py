@@ -8,8 +8,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from model.config import ModelConfig
-from model.layers import (
+from model.network.config import ModelConfig
+from model.network.layers import (
     Chunk,
     FeedForward,
     MultiHeadAttention,
@@ -21,7 +21,7 @@ from model.layers import (
     sinusoidal_table,
     unpack,
 )
-from model.step import StepInputs
+from model.network.step import StepInputs
 
 
 class EncoderLayer(nn.Module):

@@ -6,10 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from model.config import ModelConfig
-from model.languages import Languages
-from model.params import GenerationDefaults
-from model.tokenizer import Tokenizer
+from model.loading.languages import Languages
+from model.loading.tokenizer import Tokenizer
+from model.network.config import ModelConfig
+from model.runner.params import GenerationDefaults
 
 
 @dataclass

@@ -12,16 +12,16 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
-from model.config import ModelConfig
-from model.description import Description
-from model.hf import KINDS, hf_config, hf_state, read_json, read_state
-from model.hf import generation_defaults as hf_defaults
-from model.hf_tokenizer import hf_tokenizer
-from model.languages import Languages, api_codes
-from model.params import GenerationDefaults
-from model.precision import prepare
-from model.tokenizer import Tokenizer
-from model.transformer import Seq2SeqTransformer
+from model.loading.description import Description
+from model.loading.hf import KINDS, hf_config, hf_state, read_json, read_state
+from model.loading.hf import generation_defaults as hf_defaults
+from model.loading.hf_tokenizer import hf_tokenizer
+from model.loading.languages import Languages, api_codes
+from model.loading.tokenizer import Tokenizer
+from model.network.config import ModelConfig
+from model.network.precision import prepare
+from model.network.transformer import Seq2SeqTransformer
+from model.runner.params import GenerationDefaults
 
 FORMAT = "mt-server/1"
 HUB_FILES = ["*.json", "*.spm", "*.model", "model.safetensors", "pytorch_model.bin"]
@@ -32,7 +32,7 @@ class Checkpoint(Description):
     """A loaded model with its description."""
 
     model: Seq2SeqTransformer
-    precision: str = "float32"  # float32, float16, bfloat16 or int8 (model.precision)
+    precision: str = "float32"  # float32, float16, bfloat16 or int8 (model.network.precision)
     parameters: int = 0  # weights of the network as stored (int8 keeps the count of the float network)
 
 
@@ -185,8 +185,9 @@ def load(
     pair: tuple[str, str] | None = None,
 ) -> Checkpoint:
     """Load a native or Hugging Face checkpoint onto `device` in eval mode; `dtype` is a torch float dtype or a
-    precision name of model.precision ("int8": float32 weights, then dynamic int8 quantization, CPU only). float32 on
-    CPU also holds each linear weight prepacked for oneDNN (model.packed: twice the memory of those weights)."""
+    precision name of model.network.precision ("int8": float32 weights, then dynamic int8 quantization, CPU only).
+    float32 on CPU also holds each linear weight prepacked for oneDNN (model.network.packed: twice the memory of those
+    weights)."""
     precision = dtype if isinstance(dtype, str) else str(dtype).removeprefix("torch.")
     desc = describe(spec, pair)
     model = _network(desc)

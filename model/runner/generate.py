@@ -6,7 +6,7 @@ import torch
 
 from model.runner import Runner
 from model.runner.loop import DecodeLoop
-from model.search import Hypothesis, Request
+from model.runner.search import Hypothesis, Request
 
 
 @torch.inference_mode()

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from model.hf import read_json
-from model.languages import split_token
-from model.tokenizer import Tokenizer
+from model.loading.hf import read_json
+from model.loading.languages import split_token
+from model.loading.tokenizer import Tokenizer
 
 # fairseq's M2M-100 language list: its `__xx__` tokens follow vocab.json in this order when no file names them
 M2M100_CODES = (

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from model.params import DecodeParams
+from model.runner.params import DecodeParams
 
 
 @dataclass(frozen=True)

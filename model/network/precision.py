@@ -11,7 +11,7 @@ from torch import nn
 from torch.ao.nn.quantized import dynamic as nnqd
 from torch.ao.quantization import PerChannelMinMaxObserver, QConfig
 
-from model.packed import pack_linears
+from model.network.packed import pack_linears
 
 FLOATS = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 INT8 = ("int8", "int8-ffn")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 
@@ -26,6 +27,7 @@ class DecodeParams:
     forced_bos_id: int | None = None  # the first generated token (NLLB/M2M100: the target-language token)
     forced_eos: bool = False  # EOS is the last token at the length limit (transformers' forced_eos_token_id)
     bad_words_ids: tuple[tuple[int, ...], ...] = ()  # token sequences never generated (their last token is banned)
+    constraints: tuple[tuple[int, ...], ...] = ()  # token sequences the output must contain (a glossary's targets)
 
     def __post_init__(self) -> None:
         checks = [
@@ -40,10 +42,22 @@ class DecodeParams:
             (0 < self.top_p <= 1, "top_p must be in (0, 1]"),
             (not (self.sampling and self.beam_size > 1), "sampling works with beam_size 1"),
             (all(self.bad_words_ids), "bad_words_ids must not hold an empty sequence"),
+            (all(self.constraints), "constraints must not hold an empty sequence"),
+            (not self.constraints or self.beam_size >= constrained_beam(self.constraints), "constraints need a beam "
+             "of at least constrained_beam(constraints) (DecodeParams.constrained raises it)"),
+            (not (self.sampling and self.constraints), "constraints work with greedy and beam search, not sampling"),
         ]
         for ok, message in checks:
             if not ok:
                 raise ValueError(message)
+
+    def constrained(self, constraints: tuple[tuple[int, ...], ...]) -> DecodeParams:
+        """These parameters with `constraints` to meet, the beam raised to the smallest that constrained decoding
+        needs (a greedy request decodes with it too); unchanged when there are none."""
+        if not constraints:
+            return self
+        beam = max(self.beam_size, constrained_beam(constraints))
+        return dataclasses.replace(self, constraints=tuple(constraints), beam_size=beam)
 
     @property
     def scored(self) -> bool:
@@ -62,6 +76,12 @@ class DecodeParams:
     def width(self) -> int:
         """Rows this request occupies in a decode batch."""
         return self.beam_size
+
+
+def constrained_beam(constraints: tuple[tuple[int, ...], ...]) -> int:
+    """The smallest beam that decodes with these constraints: one hypothesis for each count of constraints met (0 to
+    all), so that the beam keeps a place for every stage of progress (dynamic beam allocation)."""
+    return max(2, len(constraints) + 1)
 
 
 @dataclass(frozen=True)

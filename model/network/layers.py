@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from model.step import Groups
+from model.network.step import Groups
 
 ACT = {"relu": nn.ReLU, "gelu": nn.GELU, "swish": nn.SiLU}
 IN_PLACE = {nn.ReLU: torch.relu_, nn.SiLU: lambda x: F.silu(x, inplace=True)}  # GELU has no in-place form

@@ -10,8 +10,8 @@ from typing import Any
 
 import torch
 
-from model.config import ModelConfig
-from model.params import GenerationDefaults
+from model.network.config import ModelConfig
+from model.runner.params import GenerationDefaults
 
 KINDS = ("marian", "m2m_100", "mbart")
 FAIRSEQ_OFFSET = 2  # fairseq positions start after the padding index (pad_id 1)
