@@ -19,6 +19,8 @@ hypothesis / wall time, timed inside the worker, summed over the batches. The se
 from __future__ import annotations
 
 import argparse
+import importlib
+import importlib.util
 import os
 import sys
 import tempfile
@@ -59,10 +61,7 @@ def build_engine(name: str, hf_dir: Path, ct2_dir: Path, threads: int, before: P
     """One engine by name, from the saved checkpoint (ours as the server's --dtype loads it) or its conversion; the
     "before" engines are ours from the checkout `before` (its `model` package, imported afresh in this process)."""
     if name.startswith("before "):
-        sys.path.insert(0, str(before))
-        for module in [m for m in sys.modules if m == "model" or m.startswith("model.")]:
-            del sys.modules[module]
-        name = name.replace("before", "ours")
+        return before_engine(before, hf_dir, OURS[name.replace("before", "ours")])
     if name in CT2:
         return engines.ct2(ct2_dir, CT2[name], threads)
     if name == "HF fp32":
@@ -74,6 +73,19 @@ def build_engine(name: str, hf_dir: Path, ct2_dir: Path, threads: int, before: P
     from model.loading.checkpoint import load
 
     return engines.ours(load(hf_dir, dtype=OURS[name]).model)
+
+
+def before_engine(tree: Path, hf_dir: Path, dtype: str) -> engines.Engine:
+    """Ours from the checkout `tree`: its own `model` package and its `bench/engines.py`, imported afresh in this
+    (spawned) process, whatever the layout of its `model` package."""
+    sys.path.insert(0, str(tree))
+    for module in [m for m in sys.modules if m == "model" or m.startswith("model.")]:
+        del sys.modules[module]
+    spec = importlib.util.spec_from_file_location("before_engines", tree / "bench" / "engines.py")
+    theirs = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(theirs)
+    layout = "model.loading.checkpoint" if (tree / "model" / "loading").is_dir() else "model.checkpoint"
+    return theirs.ours(importlib.import_module(layout).load(hf_dir, dtype=dtype).model)
 
 
 def agreement(runners: list, sources: list[list[int]], new: int) -> dict[str, float]:

@@ -141,9 +141,12 @@ class DecodeLoop:
             candidates = beam_candidates(scores, st.search.cum, st.search.rank, table.beam)
             st.search, moves = beam_step(st.search, candidates, table.beam.knobs_at(steps), cfg.eos_id)
         parents, source, tokens = _moved(picked.tokens, moves, table, st.rows, st.device)
-        if moves is not None:  # beam rows take their parents' self-attention K/V
+        if moves is not None:  # beam rows take their parents' self-attention K/V, by device index
             at = table.beam.rows
             rows, from_rows = (parents.new_tensor(range(st.rows)), parents) if at is None else (at, parents[at])
+            if st.device.type == "cpu":  # only the rows whose parent is another row (a beam mostly stays in its
+                moved = (rows != from_rows).nonzero()[:, 0]  # parent's); a CPU has no device to wait for
+                rows, from_rows = rows.index_select(0, moved), from_rows.index_select(0, moved)
             st.pool.reorder(rows, from_rows, st.max_length)
         st.search, st.tokens = st.search.advance(parents, moves, source, tokens, steps), tokens
         parts = picked.parts + (moves.packed() if moves else [])

@@ -56,27 +56,19 @@ class DecodeState:
         self.layout: Groups | None = None  # None: row i reads slot i
         self.stale = True  # the rows changed since the table and the layout were built
         self.rows = 0
+        self.max_length, self.uniform, self.src_len = 0, True, 0  # of the seqs, measured when they change
+
+    def _measure(self) -> None:
+        """The most positions any row has written, whether every row has written as many, the longest source."""
+        steps = [s.steps for s in self.seqs]
+        self.max_length, self.uniform = max(steps, default=0), len(set(steps)) <= 1
+        self.src_len = max((s.src_len for s in self.seqs), default=0)
 
     # --- what the host knows, without a device sync ---------------------------------------------------
     @property
     def device(self) -> torch.device:
         """Where the state lives."""
         return self.tokens.device
-
-    @property
-    def max_length(self) -> int:
-        """The most positions any row has written."""
-        return max((s.steps for s in self.seqs), default=0)
-
-    @property
-    def uniform(self) -> bool:
-        """Whether every row has written as many positions."""
-        return len({s.steps for s in self.seqs}) <= 1
-
-    @property
-    def src_len(self) -> int:
-        """The longest live source."""
-        return max((s.src_len for s in self.seqs), default=0)
 
     @property
     def row_slots(self) -> list[int]:
@@ -115,6 +107,7 @@ class DecodeState:
             first += w
         self.tokens, self.search, self.seqs, self.rows = tokens, search, self.seqs + seqs, n + m
         self.stale = True
+        self._measure()
 
     def keep(self, kept: list[tuple[Seq, int]]) -> None:
         """Only these requests stay, each with its first `width` rows (a beam request narrows when fewer beams go
@@ -137,6 +130,7 @@ class DecodeState:
             seqs.append(seq)
         self.seqs, self.rows = seqs, len(parents)
         self.stale = True
+        self._measure()
 
     def _move(self, parents: list[int], slots: list[int], groups: list[int]) -> None:
         """Row i becomes old row parents[i], slot j old slot slots[j], beam group b old group groups[b]; rows past
@@ -182,6 +176,7 @@ class DecodeState:
         self.pool.positions[: self.rows] += 1
         for s in self.seqs:
             s.steps += 1
+        self.max_length += 1
 
 
 def place(spans: list[tuple[int, int, int]]) -> list[int]:
