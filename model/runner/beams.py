@@ -209,7 +209,8 @@ def step(state: BeamState, candidates: tuple[Tensor, Tensor, Tensor], k: Knobs, 
     state = _finish(state, torch.where(finishing, score.double() / scale[:, None], NEG_INF), parent, token, k, eos_id)
     count = (state.score > NEG_INF).sum(1)
     worst = state.score.gather(1, (k.beam - 1)[:, None])[:, 0]
-    hopeless = k.early | ~(c_score[:, 0].double() / scale > worst)  # transformers' "cannot improve"
+    best = torch.where(torch.arange(b, device=n.device) < n[:, None], c_score, NEG_INF).amax(1)  # best live beam
+    hopeless = k.early | ~(best.double() / scale > worst)  # transformers' "cannot improve"
     done = (n == 0) | ((count == k.beam) & hopeless) | ~state.alive
     inv = _slots(c_parent, n).argsort(1)  # (G, B) new row s holds chosen candidate inv[s]
     parent, token = c_parent.gather(1, inv), c_token.gather(1, inv)

@@ -15,7 +15,7 @@ import torch
 from torch import Tensor, nn
 
 from model.network.config import ModelConfig
-from model.runner import Runner
+from model.runner import Runner, constraints
 from model.runner.beams import HostMoves, Moves
 from model.runner.beams import step as beam_step
 from model.runner.choice import Picked, beam_candidates, pack, pick, unpack
@@ -136,9 +136,14 @@ class DecodeLoop:
         st.advance()
         steps = st.pool.positions[: st.rows] - 1  # (N,) steps each row had launched before this one
         scores, logprobs = _process(logits, cfg, table, steps, st.search.history, forced)
+        cons = st.constraints
+        if cons is not None:  # no EOS before every constraint is met
+            scores[:, cfg.eos_id].masked_fill_(cons.unmet(), float("-inf"))
         picked, moves = pick(scores, logprobs, table), None
         if table.beam:
             candidates = beam_candidates(scores, st.search.cum, st.search.rank, table.beam)
+            if cons is not None:
+                candidates = constraints.candidates(candidates, scores, st.search.cum, cons, table.beam)
             st.search, moves = beam_step(st.search, candidates, table.beam.knobs_at(steps), cfg.eos_id)
         parents, source, tokens = _moved(picked.tokens, moves, table, st.rows, st.device)
         if moves is not None:  # beam rows take their parents' self-attention K/V, by device index
@@ -149,6 +154,8 @@ class DecodeLoop:
                 rows, from_rows = rows.index_select(0, moved), from_rows.index_select(0, moved)
             st.pool.reorder(rows, from_rows, st.max_length)
         st.search, st.tokens = st.search.advance(parents, moves, source, tokens, steps), tokens
+        if cons is not None:
+            st.constraints = cons.advance(parents, tokens)
         parts = picked.parts + (moves.packed() if moves else [])
         places = st.search.score.shape[1]
         return Pending(ran, picked, start_fetch(pack(parts)), st.rows, len(table.beams), places)

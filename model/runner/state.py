@@ -19,6 +19,7 @@ from torch import Tensor
 from model.network.config import ModelConfig
 from model.network.step import Groups, StepInputs
 from model.runner.beams import GROW, BeamState
+from model.runner.constraints import Constraints
 from model.runner.pool import KVPool
 from model.runner.rows import RowTable
 from model.runner.search import Request, Seq
@@ -52,6 +53,7 @@ class DecodeState:
         self.seqs: list[Seq] = []
         self.tokens = torch.zeros(0, dtype=torch.long, device=pool.k.device)  # (N,)
         self.search = BeamState.start([], GROW, pool.k.device)
+        self.constraints: Constraints | None = None  # while a running request has constraints
         self.table: RowTable | None = None
         self.layout: Groups | None = None  # None: row i reads slot i
         self.stale = True  # the rows changed since the table and the layout were built
@@ -101,12 +103,18 @@ class DecodeState:
         self.pool.positions[n : n + m] = 0
         tokens = torch.cat([self.tokens, self.tokens.new_full((m,), self.cfg.decoder_start_id)])
         search = self.search.concat(BeamState.start(widths, self.search.positions, self.device))
+        constraints = self.constraints
+        if constraints is not None or any(r.params.constraints for r in new.requests):
+            per_row = [r.params.constraints for r, w in zip(new.requests, widths, strict=True) for _ in range(w)]
+            joining = Constraints.start(per_row, self.device)
+            before = constraints or Constraints.start([()] * n, self.device)
+            constraints = before.concat(joining)
         lens, seqs, first = new.src_mask.sum(1).tolist(), [], n
         for r, w, s in zip(new.requests, widths, lens, strict=True):
             seqs.append(Seq(r, first, w, s, _generator(r, self.device)))
             first += w
         self.tokens, self.search, self.seqs, self.rows = tokens, search, self.seqs + seqs, n + m
-        self.stale = True
+        self.constraints, self.stale = constraints, True
         self._measure()
 
     def keep(self, kept: list[tuple[Seq, int]]) -> None:
@@ -131,6 +139,8 @@ class DecodeState:
         self.seqs, self.rows = seqs, len(parents)
         self.stale = True
         self._measure()
+        if not any(s.params.constraints for s in seqs):
+            self.constraints = None  # no constraint left: no constraint work in the steps
 
     def _move(self, parents: list[int], slots: list[int], groups: list[int]) -> None:
         """Row i becomes old row parents[i], slot j old slot slots[j], beam group b old group groups[b]; rows past
@@ -151,6 +161,8 @@ class DecodeState:
         same_groups = groups == list(range(len(self.beams())))
         self.search = self.search.take(at, None if same_groups else upload(groups, torch.long, device))
         self.tokens = self.tokens.index_select(0, at)
+        if self.constraints is not None:
+            self.constraints = self.constraints.take(at)
 
     # --- a step ---------------------------------------------------------------------------------------
     def prepare(self) -> RowTable:

@@ -1,4 +1,5 @@
-"""Property: after any sequence of joins, leaves (aborts) and steps of mixed requests, sequential or overlapped, every
+"""Property: after any sequence of joins, leaves (aborts) and steps of mixed requests (greedy, sampled, penalised, beam,
+constrained), sequential or overlapped, every
 request gets, step by step, exactly the outputs it gets alone (its tokens, or its beams' stable tokens, and its
 finished hypotheses), and nothing after it finished or left."""
 
@@ -23,6 +24,8 @@ KINDS = [
     DecodeParams(beam_size=2, max_new_tokens=6),
     DecodeParams(beam_size=3, num_hypotheses=2, max_new_tokens=8, length_penalty=0.6),
     DecodeParams(beam_size=4, max_new_tokens=7, early_stopping=True, no_repeat_ngram_size=2),
+    DecodeParams(max_new_tokens=9).constrained(((5, 6), (9,))),  # a glossary's terms: beams, EOS after both
+    DecodeParams(beam_size=3, max_new_tokens=8, length_penalty=0.6).constrained(((7, 8, 9),)),
 ]
 
 # a round: requests that join (their kinds), requests that leave (indices into the running ones), then one step
