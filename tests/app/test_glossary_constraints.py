@@ -75,3 +75,19 @@ def test_the_cache_key_holds_the_constraints(served):
 def test_constrained_params_raise_the_beam_of_a_greedy_request():
     params = DecodeParams(beam_size=1).constrained(((5, 6),))
     assert params.beam_size == constrained_beam(((5, 6),)) and params.constraints == ((5, 6),)
+
+
+def test_a_document_carries_the_glossary_on_every_segment(served, checkpoint):
+    # catches: /translate_file ignoring glossary_id/glossary, or a do-not-translate term translated in a document
+    seen = recorded(served.core)
+    with front(service_with(served)) as client:
+        data = b"The cat sleeps.\n\nMy Firefox and the dog.\n\nA bird sings.\n"
+        fields = {"source": "en", "target": "es", "glossary": "cat\tgato negro\nFirefox\tFirefox", "direct": "true"}
+        r = client.post("/translate_file", data=fields, files={"file": ("notes.txt", data)})
+        assert r.status_code == 200, r.text
+        check = client.post("/translate_file", data={**fields, "glossary_id": "nope"}, files={"file": ("a.txt", data)})
+        assert check.status_code == 404 and check.json()["error_type"] == "not_found"
+    assert b"Firefox" in r.content
+    cat = (tuple(checkpoint.tokenizer.encode_target("gato negro")),)
+    assert [p.constraints for p in seen if p.constraints] == [cat]  # the one unit with "cat", once
+    assert all(p.beam_size >= 2 for p in seen if p.constraints)
