@@ -33,6 +33,7 @@ class Unit:
     """A piece of one text that the model translates by itself."""
 
     ids: list[int]
+    params: DecodeParams | None = None  # its own decoding parameters (a glossary's constraints), else the job's
     id: int = 0  # the engine's id for it, once submitted
     result: Result | None = None
     detok: IncrementalDetokenizer | None = None  # streamed jobs only
@@ -68,8 +69,10 @@ class Job:
         stream: bool = False,
         prefix: list[int] = (),
         detected: dict | None = None,
+        unit_params: Callable[[str], DecodeParams] | None = None,
     ):
         self.entry, self.params = entry, params
+        self.unit_params = unit_params  # a unit's own parameters, from its text (a glossary's constraints)
         self.tokenizer = entry.checkpoint.tokenizer
         self.prefix, self.detected = list(prefix), detected  # language tokens before each unit; source "auto"
         self.arrival = time.monotonic()
@@ -85,7 +88,9 @@ class Job:
             ids = self.prefix + self.tokenizer.encode(text)
             if len(ids) > limit:
                 raise TooLong(index, len(ids), limit, whole=len(layout.units) == 1)
-            units.append(Unit(ids, detok=self.tokenizer.detokenizer() if self.stream else None))
+            own = self.unit_params(text) if self.unit_params is not None else self.params
+            detok = self.tokenizer.detokenizer() if self.stream else None
+            units.append(Unit(ids, own if own != self.params else None, detok=detok))
         return units
 
     async def submit(self) -> None:
@@ -95,7 +100,7 @@ class Job:
             for u, unit in enumerate(item.units):
                 unit.id = engine.new_id()
                 self.where[unit.id] = (i, u)
-                wire.append(WireUnit(unit.id, unit.ids))
+                wire.append(WireUnit(unit.id, unit.ids, unit.params))
         if not wire:
             return
         try:

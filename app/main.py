@@ -12,7 +12,7 @@ from fastapi_offline import FastAPIOffline
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app import errors
-from app.api import detect, files, frontend, health, info, page, translate
+from app.api import detect, files, frontend, glossaries, health, info, page, translate
 from app.errors import ApiError, error_body
 from app.service import Service
 from app.settings import Settings
@@ -77,6 +77,7 @@ def create_app(settings: Settings | None = None, service: Service | None = None)
     errors.install(app, count_failure)
     app.include_router(translate.router)
     app.include_router(files.router)
+    app.include_router(glossaries.router)
     app.include_router(detect.router)
     app.include_router(health.router)
     app.include_router(info.router)

@@ -8,6 +8,9 @@ from dataclasses import dataclass, field, replace
 
 from app.cache import cache_key
 from app.errors import ApiError
+from app.glossaries.apply import GlossaryUse, union
+from app.glossaries.entries import Entry
+from app.glossaries.records import Terms
 from app.job import Job
 from app.layout import Layout
 from app.protect import find_spans, split_layout
@@ -29,6 +32,7 @@ class Ask:
     alternatives: int = 0  # translations wanted besides the best one
     format: str = "text"  # "text" or "html" (markup kept, text nodes translated)
     placeholders: bool = False  # keep printf, brace and ICU placeholders exactly
+    glossary: Terms | None = None  # the user's terms (inline and/or stored)
 
 
 @dataclass
@@ -40,11 +44,26 @@ class Plan:
     params: DecodeParams
     prefix: list[int]  # language tokens before every unit
     layouts: list[Layout] = field(default_factory=list)
+    glossary: GlossaryUse | None = None
+    matched: list[list[Entry]] = field(default_factory=list)  # per text: the glossary entries it matches
 
     def job(self, layouts: list[Layout], settings: Settings, stream: bool = False) -> Job:
         """The engine job for these layouts (some of `self.layouts`, or a document's)."""
         entry, detected = self.route.entry, self.route.detected
-        return Job(entry, layouts, self.params, settings.max_input_tokens, stream, self.prefix, detected)
+        unit_params = self.unit_params if self.glossary is not None else None
+        return Job(entry, layouts, self.params, settings.max_input_tokens, stream, self.prefix, detected, unit_params)
+
+    def unit_params(self, unit: str) -> DecodeParams:
+        """A unit's decoding parameters: the plan's, constrained by the glossary's targets the unit matches."""
+        return self.params.constrained(self.glossary.constraints(unit)) if self.glossary else self.params
+
+    def keep(self, text: str) -> list[tuple[int, int]]:
+        """Spans of a text kept as they are by the glossary (do-not-translate entries), if any."""
+        return self.glossary.verbatim(text) if self.glossary else []
+
+    def glossary_report(self, index: int, output: str) -> list[dict]:
+        """details.glossary of text `index`: its matched entries, each applied or not in `output`."""
+        return self.glossary.report(self.matched[index], output)
 
     def cache_keys(self, texts: list[str]) -> list[str]:
         """Each text's translation cache key: the model, the route and everything asked that changes the answer."""
@@ -56,7 +75,13 @@ class Plan:
             "placeholders": ask.placeholders,
         }
         source = self.route.source
-        return [cache_key(card.name, card.version, source, ask.target, options, self.params, t) for t in texts]
+        keys = []
+        for i, text in enumerate(texts):
+            if self.glossary is not None and self.matched[i]:  # the entries it matches, every unit's constraints
+                units = self.layouts[i].units
+                options = {**options, "glossary": [self.matched[i], [self.unit_params(u).constraints for u in units]]}
+            keys.append(cache_key(card.name, card.version, source, ask.target, options, self.params, text))
+        return keys
 
 
 def plan(service: Service, ask: Ask, texts: list[str]) -> Plan:
@@ -72,10 +97,12 @@ def plan(service: Service, ask: Ask, texts: list[str]) -> Plan:
     planned = plan_route(service, ask, texts)
     cut = html_layout if ask.format == "html" else plain_layout
     spells, source = planned.route.entry.checkpoint.tokenizer.spells, planned.route.source
-    keep = lambda text: find_spans(text, spells, placeholders=ask.placeholders)  # noqa: E731
-    # what the vocabulary cannot spell (and placeholders, if asked) passes through untranslated
-    layouts = [split_layout(cut(t, ask.parameters.split_sentences, source), keep) for t in texts]
-    return replace(planned, layouts=layouts)
+    keep = lambda text: union(find_spans(text, spells, placeholders=ask.placeholders), planned.keep(text))  # noqa: E731
+    # what the vocabulary cannot spell (placeholders, if asked; the glossary's do-not-translate terms) stays as it is
+    cuts = [cut(t, ask.parameters.split_sentences, source) for t in texts]
+    use = planned.glossary
+    matched = [list(dict.fromkeys(e for u in c.units for e in use.matched(u))) for c in cuts] if use else []
+    return replace(planned, layouts=[split_layout(c, keep) for c in cuts], matched=matched)
 
 
 def plan_route(service: Service, ask: Ask, sample: list[str]) -> Plan:
@@ -83,7 +110,20 @@ def plan_route(service: Service, ask: Ask, sample: list[str]) -> Plan:
     route = service.route(ask.source, ask.target, sample)
     desc = route.entry.checkpoint
     params = decode_params(ask, service.settings, desc)
-    return Plan(ask, route, params, desc.languages.prefix(route.source, ask.target))
+    use = glossary_use(ask, route.source, params, service.settings, desc) if ask.glossary else None
+    return Plan(ask, route, params, desc.languages.prefix(route.source, ask.target), glossary=use)
+
+
+def glossary_use(ask: Ask, source: str, params: DecodeParams, settings: Settings, desc: Description) -> GlossaryUse:
+    """The request's glossary compiled for its route; 422 for a stored glossary of another language pair, or with
+    sampling (constraints need greedy or beam search)."""
+    terms = ask.glossary
+    if terms.pair is not None and terms.pair != (source, ask.target):
+        raise ApiError(422, "validation", f"glossary_id: glossary {terms.glossary_id!r} is for {terms.pair[0]}->"
+                       f"{terms.pair[1]}, the request translates {source}->{ask.target}")  # fmt: skip
+    if params.sampling:
+        raise ApiError(422, "validation", "glossary: works with greedy and beam search, not with sampling")
+    return GlossaryUse(terms.entries, desc.tokenizer.encode_target, settings.max_beam_size - 1)
 
 
 def _given(value, default):

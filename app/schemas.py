@@ -59,6 +59,19 @@ class TranslateRequest(Texts):
         False, description="keep printf (%s, %(name)s), brace ({0}, {name}) and ICU plural/select placeholders exactly"
     )
     parameters: Parameters = Field(default_factory=Parameters)
+    glossary: dict[str, str] | list[list[str]] | str | None = Field(
+        None, description='inline entries: {"source term": "target term"}, [[source, target], ...] or TSV text; over '
+        "glossary_id's on the same source term; an entry whose target is its source is kept as it is"
+    )  # fmt: skip
+    glossary_id: str | None = Field(None, description="a stored glossary (POST /glossaries) of this language pair")
+
+
+class GlossaryTerm(BaseModel):
+    """A glossary entry a text matched, and whether its target appears in the translation (as written)."""
+
+    source: str
+    target: str
+    applied: bool
 
 
 class Details(BaseModel):
@@ -72,6 +85,7 @@ class Details(BaseModel):
     queue_ms: float
     total_ms: float
     cached: bool = Field(False, description="answered from the translation cache (queue_ms and total_ms are 0)")
+    glossary: list[GlossaryTerm] | None = Field(None, description="with a glossary: the entries the text matched")
 
 
 class TranslateResponse(BaseModel):

@@ -12,6 +12,7 @@ from app.cache import TranslationCache
 from app.engine.card import Description, ModelCard
 from app.engine.client import EngineClient
 from app.errors import ApiError
+from app.glossaries.store import Glossaries
 from app.keys.access import Limiter
 from app.languages import Detector
 from app.metrics import Metrics
@@ -54,6 +55,7 @@ class Service:
         self.detector = Detector()
         self.limiter = Limiter(settings, self.metrics)
         self.cache = TranslationCache(settings, self.metrics)
+        self.glossaries = Glossaries(settings)
 
     async def start(self) -> None:
         """Connect to every engine core (they may still be loading); load the language detector meanwhile."""
@@ -62,7 +64,8 @@ class Service:
 
     async def stop(self) -> None:
         """Close the connections."""
-        await asyncio.gather(*(c.close() for c in self.clients), self.limiter.close(), self.cache.close())
+        await asyncio.gather(*(c.close() for c in self.clients), self.limiter.close(), self.cache.close(),
+                             self.glossaries.close())  # fmt: skip
 
     @property
     def models(self) -> dict[str, ModelEntry]:

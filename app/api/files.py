@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.datastructures import UploadFile
 
 from app.api.deps import DISCONNECT_CHECK_S, ERRORS, ServiceDep, validated
+from app.api.glossaries import request_terms
 from app.api.translate import event
 from app.documents import Document
 from app.documents.formats import FORMATS, extension, open_document
@@ -34,6 +35,8 @@ class FileRequest(BaseModel):
     target: str = Field(min_length=1, max_length=16)
     api_key: str | None = None
     direct: bool = Field(False, description="answer with the translated file itself instead of a download URL")
+    glossary_id: str | None = Field(None, description="a stored glossary of this language pair, on every segment")
+    glossary: str | None = Field(None, description="inline entries: TSV text, or a JSON object or list of pairs")
 
 
 def store(service: Service) -> FileStore:
@@ -72,6 +75,8 @@ FILE_FORM = {
         "target": {"type": "string"},
         "api_key": {"type": "string"},
         "direct": {"type": "boolean", "default": False},
+        "glossary_id": {"type": "string"},
+        "glossary": {"type": "string"},
     },
 }
 
@@ -82,8 +87,9 @@ FILE_FORM = {
     openapi_extra={"requestBody": {"required": True, "content": {"multipart/form-data": {"schema": FILE_FORM}}}},
 )
 async def translate_file(request: Request, service: ServiceDep):
-    """Translate an uploaded file (multipart `file`, `source`, `target`, `api_key`); answer `translatedFileUrl`, the
-    file itself (`direct=true` or `Accept: application/octet-stream`), or progress events (`text/event-stream`)."""
+    """Translate an uploaded file (multipart `file`, `source`, `target`, `api_key`, `glossary_id`, `glossary`);
+    answer `translatedFileUrl`, the file itself (`direct=true` or `Accept: application/octet-stream`), or progress
+    events (`text/event-stream`)."""
     fields, filename, data = await read_upload(request, service)
     s = service.settings
     client = request.client.host if request.client else "unknown"
@@ -93,7 +99,8 @@ async def translate_file(request: Request, service: ServiceDep):
     check_limits(doc, s)
     await service.limiter.admit(fields.api_key, client, ["".join(seg.text for seg in doc.segments)])
     sample = " ".join(seg.text for seg in doc.segments)[:DETECT_CHARS] or "-"
-    rounds = Rounds(plan_route(service, Ask(fields.source, fields.target), [sample]), s)
+    terms = await request_terms(service, request, fields.model_dump())
+    rounds = Rounds(plan_route(service, Ask(fields.source, fields.target, glossary=terms), [sample]), s)
     direct = fields.direct or wants(request, "application/octet-stream")
     job = FileJob(fields, filename, doc, rounds, direct)
     service.inflight += 1

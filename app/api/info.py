@@ -9,6 +9,7 @@ from fastapi import APIRouter, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from app.api.deps import ServiceDep
+from app.glossaries.entries import FORMATS
 from app.languages import listing
 from app.schemas import Language
 
@@ -80,11 +81,24 @@ async def info(service: ServiceDep) -> dict:
             "max_segments",
             "max_file_chars",
             "file_ttl_seconds",
+            "glossary_max_entries",
+            "glossary_max_entry_bytes",
+            "glossary_max_bytes",
         )
     }
     limits["api_keys"] = s.api_keys
+    glossaries = {
+        "supported": True,
+        "entries_formats": list(FORMATS),
+        "max_entries": s.glossary_max_entries,
+        "max_entry_bytes": s.glossary_max_entry_bytes,
+        "max_bytes": s.glossary_max_bytes,
+        "constraints_per_unit": max(0, s.max_beam_size - 1),
+        "beam": "a unit with n constraints decodes with a beam of at least max(2, n + 1), greedy requests too",
+    }
     ok, reason = service.readiness()
-    return {"version": _version(), "ready": ok, "status": reason, "models": models, "limits": limits}
+    return {"version": _version(), "ready": ok, "status": reason, "models": models, "limits": limits,
+            "glossaries": glossaries}  # fmt: skip
 
 
 @router.get("/metrics")

@@ -11,8 +11,10 @@ from starlette.types import Receive, Scope, Send
 
 from app.api.deps import DISCONNECT_CHECK_S, ERRORS, Admitted, FieldsDep, ServiceDep, validated
 from app.api.fields import FORM_TYPES
+from app.api.glossaries import request_terms
 from app.cache import cacheable
 from app.errors import ApiError, error_body
+from app.glossaries.records import Terms
 from app.job import Event, Item, Job
 from app.planner import Ask, Plan, plan
 from app.schemas import TranslateRequest, TranslateResponse
@@ -35,9 +37,10 @@ async def read_body(request: Request, data: dict) -> TranslateRequest:
     return validated(TranslateRequest, data)
 
 
-def ask_of(body: TranslateRequest) -> Ask:
+def ask_of(body: TranslateRequest, glossary: Terms | None = None) -> Ask:
     """What a /translate body asks for, in the planner's words."""
-    return Ask(body.source, body.target, body.parameters, body.alternatives, body.format, body.preserve_placeholders)
+    fmt, keep = body.format, body.preserve_placeholders
+    return Ask(body.source, body.target, body.parameters, body.alternatives, fmt, keep, glossary)
 
 
 def alternatives(job: Job, item: Item, n: int) -> list[str]:
@@ -82,9 +85,17 @@ def assemble(answers: list[dict], body: TranslateRequest, detected: dict | None)
     return out
 
 
-def response_body(job: Job, body: TranslateRequest) -> dict:
+def with_glossary(answer: dict, planned: Plan, index: int) -> dict:
+    """The answer with details.glossary (the entries text `index` matched, each applied or not) when one was given."""
+    if planned.glossary is not None:
+        answer["details"]["glossary"] = planned.glossary_report(index, answer["text"])
+    return answer
+
+
+def response_body(job: Job, body: TranslateRequest, planned: Plan) -> dict:
     """The answer of a job that ran every text (also the `done` event)."""
-    return assemble([item_answer(job, item, body) for item in job.items], body, job.detected)
+    answers = [with_glossary(item_answer(job, item, body), planned, i) for i, item in enumerate(job.items)]
+    return assemble(answers, body, job.detected)
 
 
 def timing_headers(job: Job | None) -> dict[str, str]:
@@ -114,11 +125,11 @@ def timing_headers(job: Job | None) -> dict[str, str]:
 async def translate(request: Request, service: ServiceDep, fields: FieldsDep, _: Admitted):
     """Translate `q` from `source` to `target`; `stream` answers with server-sent events."""
     body = await read_body(request, fields)
-    planned = plan(service, ask_of(body), body.texts)
+    planned = plan(service, ask_of(body, await request_terms(service, request, fields)), body.texts)
     if body.stream:
         job = planned.job(planned.layouts, service.settings, stream=True)
         await start(job, service)
-        return JobStream(sse(job, body, service), job, service)
+        return JobStream(sse(job, body, planned, service), job, service)
     return await answer(request, body, planned, service)
 
 
@@ -153,6 +164,7 @@ async def answer(request: Request, body: TranslateRequest, planned: Plan, servic
             await service.cache.put_many({keys[i]: stored(answers[i]) for i in misses})
     for i in set(range(n)) - set(misses):
         answers[i]["details"].update(queue_ms=0.0, total_ms=0.0, cached=True)
+    answers = [with_glossary(a, planned, i) for i, a in enumerate(answers)]  # on cached answers too
     headers = timing_headers(job)
     if use_cache:
         headers["x-cache"] = "miss" if len(misses) == n else "hit" if not misses else "partial"
@@ -206,7 +218,7 @@ def token_event(job: Job, i: int, u: int, ev: Event) -> str:
     return event("token", data)
 
 
-async def sse(job: Job, body: TranslateRequest, service: Service) -> AsyncIterator[str]:
+async def sse(job: Job, body: TranslateRequest, planned: Plan, service: Service) -> AsyncIterator[str]:
     """Token events in layout order per item, then `done`; `error` on failure; keep-alives in silence. Events that
     queued up while the client was being served go out together, in one write."""
     keepalive = service.settings.keepalive_seconds
@@ -223,7 +235,7 @@ async def sse(job: Job, body: TranslateRequest, service: Service) -> AsyncIterat
                 chunk.append(token_event(job, *job.queue.get_nowait()))
             if text := "".join(chunk):
                 yield text
-        yield event("done", response_body(job, body))
+        yield event("done", response_body(job, body, planned))
     except ApiError as exc:
         service.metrics.failures.labels(exc.error_type).inc()
         yield event("error", error_body(exc.message, exc.error_type))

@@ -1,4 +1,5 @@
-"""A document's segments through the engine core: one job per round (duplicates once), progress counted.
+"""A document's segments through the engine core: one job per round (duplicates once), progress counted; a
+glossary's constraints go with every unit (Plan.job) and its do-not-translate terms are kept as placeholders are.
 
 Round 1 sends every segment with its runs and protected spans masked as numbers; a segment whose output lost,
 repeated or unbalanced a mark goes to round 2, where the text between its marks is translated piece by piece;
@@ -11,6 +12,7 @@ from collections import Counter
 
 from app.documents import Document, Segment
 from app.errors import ApiError
+from app.glossaries.apply import union
 from app.job import TooLong
 from app.planner import Plan
 from app.protect import Masked, find_spans
@@ -64,10 +66,10 @@ def check_limits(doc: Document, settings: Settings) -> None:
 
 async def translate_document(doc: Document, rounds: Rounds) -> int:
     """Translate and write every segment; the number of flagged segments."""
-    spells = rounds.plan.route.entry.checkpoint.tokenizer.spells
+    spells, plan = rounds.plan.route.entry.checkpoint.tokenizer.spells, rounds.plan
     masked = {}
-    for seg in doc.segments:
-        m = Masked(seg.runs, lambda t, s=seg: find_spans(t, spells, placeholders=True, markup=s.markup))
+    for seg in doc.segments:  # a glossary's do-not-translate terms are kept as placeholders are
+        m = Masked(seg.runs, lambda t, s=seg: union(find_spans(t, spells, True, markup=s.markup), plan.keep(t)))
         if m.translatable:
             masked[id(seg)] = (seg, m)
     first = await rounds.translate([m.text for _, m in masked.values()])

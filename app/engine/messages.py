@@ -14,10 +14,12 @@ from model.runner.params import DecodeParams
 
 
 class WireUnit(msgspec.Struct, array_like=True):
-    """A unit on the wire: one text the model translates by itself, as the front's id for it and its source ids."""
+    """A unit on the wire: one text the model translates by itself, as the front's id for it, its source ids and,
+    when they differ from the job's, its own decoding parameters (a glossary's constraints)."""
 
     id: int
     src: list[int]
+    params: DecodeParams | None = None
 
 
 class Submit(msgspec.Struct, tag=True, array_like=True):

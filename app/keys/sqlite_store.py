@@ -1,20 +1,15 @@
 """Keys and limit counters in one SQLite file, shared by every HTTP worker and server process on the machine: WAL
 mode, and each check-and-count in one IMMEDIATE transaction (a write lock taken up front), so counts are exact. Every
-call runs in the store's own thread: waiting for a write lock another process holds never stalls the event loop."""
+call runs in the store's own thread (app.threaded_sqlite): waiting for a write lock never stalls the event loop."""
 
 from __future__ import annotations
 
-import asyncio
-import functools
 import math
 import sqlite3
 import time
-from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
-from pathlib import Path
 
 from app.keys.records import LIMITS, WINDOW_S, KeyRecord, Refusal, key_hash, seconds_to_midnight, utc_day
+from app.threaded_sqlite import ThreadedSqlite, in_thread
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS keys (hash TEXT PRIMARY KEY, name TEXT UNIQUE NOT NULL, created REAL NOT NULL,
@@ -26,49 +21,10 @@ CREATE TABLE IF NOT EXISTS daily (subject TEXT NOT NULL, day TEXT NOT NULL, requ
 """
 
 
-def in_thread(method: Callable) -> Callable:
-    """An async method that runs `method` in the store's thread (the one that owns the connection), once it is open."""
+class SqliteStore(ThreadedSqlite):
+    """Keys and counters: callers await its methods while its thread waits for the write lock."""
 
-    @functools.wraps(method)
-    async def run(self: SqliteStore, *args):
-        def call():
-            self.opened.result()  # raises here if the file could not be opened
-            return method(self, *args)
-
-        return await asyncio.get_running_loop().run_in_executor(self.thread, call)
-
-    return run
-
-
-class SqliteStore:
-    """One connection per process, opened and used by one thread of the store's own: callers await its methods
-    while it waits (up to 30 s) for the write lock."""
-
-    def __init__(self, path: str | Path):
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="keys-sqlite")
-        self.opened = self.thread.submit(self._open)  # the first call waits for it in the same thread
-
-    def _open(self) -> None:
-        """Connect (in the store's thread), WAL mode, tables created."""
-        self.db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute("PRAGMA synchronous=NORMAL")
-        with self._tx() as db:
-            for statement in filter(str.strip, SCHEMA.split(";")):
-                db.execute(statement)
-
-    @contextmanager
-    def _tx(self) -> Iterator[sqlite3.Connection]:
-        """One IMMEDIATE transaction: committed on success, rolled back on error."""
-        self.db.execute("BEGIN IMMEDIATE")
-        try:
-            yield self.db
-        except BaseException:
-            self.db.execute("ROLLBACK")
-            raise
-        self.db.execute("COMMIT")
+    SCHEMA = SCHEMA
 
     @in_thread
     def lookup(self, key: str) -> KeyRecord | None:
@@ -141,14 +97,3 @@ class SqliteStore:
         return {"requests_last_minute": window[1] if window and now - window[0] < WINDOW_S else 0,
                 "chars_today": day[0] if day else 0, "requests_total": total[0] or 0,
                 "chars_total": total[1] or 0}  # fmt: skip
-
-    @in_thread
-    def _close(self) -> None:
-        self.db.close()
-
-    async def close(self) -> None:
-        """Close the file, then the thread."""
-        try:
-            await self._close()
-        finally:
-            self.thread.shutdown()

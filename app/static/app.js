@@ -133,6 +133,10 @@
       ["Speed", `${rate ? rate.toFixed(1) : "–"} tokens/s`],
     ];
     if (firstAt) rows.push(["First token", `${fmt(firstAt - started)} ms`]);
+    if (d.glossary) {
+      const terms = d.glossary.map((e) => `${e.source} → ${e.target} ${e.applied ? "✓" : "✗ (not in the output)"}`);
+      rows.push(["Glossary", terms.length ? terms.join("; ") : "no term matched"]);
+    }
     details.textContent = "";
     for (const [k, v] of rows) {
       const dt = document.createElement("dt"), dd = document.createElement("dd");
@@ -151,6 +155,15 @@
     status.textContent = `Done: ${d.generated_tokens} tokens in ${fmt(d.total_ms)} ms, ${rate.toFixed(1)} tokens/s.`;
   }
 
+  // The pasted terms as TSV: "source<TAB>target" lines as they are, "source = target" lines converted.
+  function glossaryTsv(text) {
+    return text
+      .split("\n")
+      .map((line) => (line.includes("\t") || !line.includes(" = ") ? line : line.replace(" = ", "\t")))
+      .filter((line) => line.trim())
+      .join("\n");
+  }
+
   const fmt = (ms) => (ms == null ? "–" : ms < 10 ? ms.toFixed(1) : Math.round(ms).toString());
 
   // Translate the form's text; `override` ({source, target, q, ...}) is for scripting and tests.
@@ -167,6 +180,8 @@
       stream: true,
     };
     if (int(maxnew)) req.parameters.max_new_tokens = int(maxnew);
+    const terms = glossaryTsv($("glossary").value);
+    if (terms && !("glossary" in override)) req.glossary = terms;
     errorBox.textContent = "";
     if (!req.source || !req.target) {
       showError("Choose a language pair first.");

@@ -54,6 +54,13 @@ class Tokenizer:
         pieces = code + self.source.encode(text, out_type=str)
         return [self.vocab.get(p, self.unk_id) for p in pieces] + [self.eos_id]
 
+    def encode_target(self, text: str) -> list[int]:
+        """Target ids of `text` as the decoder emits it inside a sentence, after a space (SentencePiece's word-initial
+        pieces), without EOS: a glossary term's constraint."""
+        if self.vocab is None:
+            return self.target.encode(text)
+        return [self.vocab.get(p, self.unk_id) for p in self.target.encode(text, out_type=str)]
+
     def spells(self, char: str) -> bool:
         """Whether both vocabularies have pieces for `char` that decode back to it: emoji, rare symbols and control
         characters that map to <unk> or vanish in normalization do not (whitespace counts as spelled; a vocabulary

@@ -23,7 +23,8 @@ class Engine:
 
     def __init__(self):
         checkpoint = SimpleNamespace(tokenizer=SimpleNamespace(spells=lambda c: True))
-        self.plan = SimpleNamespace(route=SimpleNamespace(entry=SimpleNamespace(checkpoint=checkpoint)))
+        route = SimpleNamespace(entry=SimpleNamespace(checkpoint=checkpoint))
+        self.plan = SimpleNamespace(route=route, keep=lambda text: [])  # no glossary
 
     async def translate(self, texts: list[str]) -> dict[str, str]:
         return {t: ("%d archivos perdidos" if "files" in t else t) for t in texts}

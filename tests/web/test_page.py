@@ -239,3 +239,20 @@ def test_overloaded_server_shows_a_readable_message(servers, browser):
     message = wait_error(browser)
     assert "busy" in message and "overloaded" in message and "Try again in 1 s" in message
     assert js(browser, "return document.getElementById('output').getAttribute('aria-busy')") == "false"
+
+
+def test_pasted_terms_go_as_the_inline_glossary(servers, browser):
+    """Terms pasted as "source<TAB>target" or "source = target" lines are sent as the inline glossary: the page shows
+    the same translation and glossary report as the JSON answer with that glossary."""
+    url = servers["ok"].url
+    open_page(browser, url)
+    fill(browser, TEXT)
+    box = browser.find_element(By.ID, "glossary")
+    box.clear()
+    box.send_keys("dog\tperro\nred = rojo")
+    browser.find_element(By.ID, "go").click()
+    final = wait_done(browser)
+    expected = answer(url, TEXT, glossary="dog\tperro\nred\trojo")
+    assert final == expected["translatedText"]
+    shown = js(browser, "return document.getElementById('details').textContent")
+    assert "dog → perro" in shown and "red → rojo" in shown

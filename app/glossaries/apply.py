@@ -1,0 +1,53 @@
+"""A request's glossary at work on its texts: which entries each text matches, the spans kept verbatim (entries whose
+target is their source), the target-side constraints of each unit the model translates (token ids of the targets,
+as the decoder emits them inside a sentence), and the report of what the output holds."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from app.glossaries.entries import Entry
+from app.glossaries.matching import Match, Matcher
+
+Constraints = tuple[tuple[int, ...], ...]
+
+
+class GlossaryUse:
+    """A glossary compiled for one route: `encode` gives a target term's token ids (no EOS); a unit carries at most
+    `max_constraints` constraints (the leftmost ones: the beam they need is bounded by the server's max_beam_size)."""
+
+    def __init__(self, entries: tuple[Entry, ...], encode: Callable[[str], list[int]], max_constraints: int):
+        self.matcher, self.encode, self.max_constraints = Matcher(entries), encode, max_constraints
+        self._ids: dict[str, tuple[int, ...]] = {}
+
+    def matched(self, text: str) -> list[Entry]:
+        """The entries a text matches, each once, in the order they first occur."""
+        return list(dict.fromkeys((m.source, m.target) for m in self.matcher.find(text)))
+
+    def verbatim(self, text: str) -> list[tuple[int, int]]:
+        """Spans of the text matched by entries kept as they are (do-not-translate: target equals source)."""
+        return [(m.start, m.end) for m in self.matcher.find(text) if m.verbatim]
+
+    def _target_ids(self, match: Match) -> tuple[int, ...]:
+        if match.target not in self._ids:
+            self._ids[match.target] = tuple(self.encode(match.target))
+        return self._ids[match.target]
+
+    def constraints(self, unit: str) -> Constraints:
+        """The unit's constraints: the token ids of each matched target that differs from its source, once each."""
+        wanted = [self._target_ids(m) for m in self.matcher.find(unit) if not m.verbatim]
+        return tuple(c for c in dict.fromkeys(wanted) if c)[: self.max_constraints]
+
+    @staticmethod
+    def report(entries: list[Entry], output: str) -> list[dict]:
+        """Per matched entry: its terms and whether the target appears in the output as written (case-sensitive)."""
+        return [{"source": s, "target": t, "applied": t in output} for s, t in entries]
+
+
+def union(first: list[tuple[int, int]], second: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Two sorted lists of spans as one, sorted and non-overlapping (a span overlapping an earlier one is left out)."""
+    out: list[tuple[int, int]] = []
+    for start, end in sorted([*first, *second], key=lambda s: (s[0], -s[1])):
+        if not out or start >= out[-1][1]:
+            out.append((start, end))
+    return out

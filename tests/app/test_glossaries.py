@@ -1,0 +1,161 @@
+"""Glossaries through the real server: stored ones owned by API keys (another key gets 404), inline ones on every
+body shape and in streams, and every bad input answered 4xx naming the entry or the limit with nothing stored."""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+import pytest
+
+from app.glossaries.records import Glossary
+from app.glossaries.sqlite_store import SqliteGlossaries
+from bench.harness.server import ServerProcess, add_keys
+from tests.app.helpers import ok, stream
+from tests.app.test_errors import check_error
+
+LIMITS = ("--glossary-max-entries", "3", "--glossary-max-entry-bytes", "40", "--glossary-max-bytes", "60")
+TSV = "cat\tgato\nthe dog\tel perro\nFirefox\tFirefox\n"
+
+
+@pytest.fixture(scope="module")
+def keyed(native_dir, tmp_path_factory):
+    """Keys required (keys a and b), small glossary limits; (url, keys file)."""
+    db = add_keys(tmp_path_factory.mktemp("gloss") / "keys.sqlite", {"a": {}, "b": {}})
+    proc = ServerProcess("--model", str(native_dir), "--warmup-rounds", "0", "--api-keys", "--keys-db", str(db),
+                         *LIMITS).wait()  # fmt: skip
+    yield proc.url, db
+    proc.stop()
+
+
+def create(url: str, key: str = "a", **fields) -> httpx.Response:
+    body = {"name": "terms", "source": "en", "target": "es", "entries": TSV, "api_key": key, **fields}
+    return httpx.post(url + "/glossaries", json=body, timeout=30)
+
+
+def count(url: str, key: str = "a") -> int:
+    r = httpx.get(url + "/glossaries", params={"api_key": key}, timeout=30)
+    assert r.status_code == 200, r.text
+    return len(r.json()["glossaries"])
+
+
+def test_a_stored_glossary_from_creation_to_deletion(keyed):
+    # catches: a wrong answer shape, entries changed on the way through the store, a glossary_id not applied
+    url, _ = keyed
+    r = create(url, entries_format="csv", entries='cat,gato\n"the dog","el perro"\nFirefox,Firefox\n')
+    assert r.status_code == 201, r.text
+    info = r.json()
+    assert {k: info[k] for k in ("name", "source", "target", "entry_count")} == {
+        "name": "terms", "source": "en", "target": "es", "entry_count": 3}  # fmt: skip
+    gid = info["glossary_id"]
+    assert info["creation_time"].endswith("Z")
+    assert httpx.get(f"{url}/glossaries/{gid}", params={"api_key": "a"}).json() == info
+    assert info in httpx.get(f"{url}/glossaries", params={"api_key": "a"}).json()["glossaries"]
+    entries = httpx.get(f"{url}/glossaries/{gid}/entries", params={"api_key": "a"})
+    assert entries.headers["content-type"].startswith("text/tab-separated-values") and entries.text == TSV
+    answer = ok(url, "The cat sees the dog.", api_key="a", glossary_id=gid)
+    report = answer["details"]["glossary"]
+    assert [(e["source"], e["target"]) for e in report] == [("cat", "gato"), ("the dog", "el perro")]
+    assert all(e["applied"] == (e["target"] in answer["translatedText"]) for e in report)
+    # inline entries win over the stored ones on the same source term, in a form body too
+    form = {"q": "The cat sleeps", "source": "en", "target": "es", "api_key": "a", "glossary_id": gid,
+            "glossary": "CAT\tfelino"}  # fmt: skip
+    r = httpx.post(url + "/translate", data=form, timeout=60)
+    assert r.json()["details"]["glossary"][0]["target"] == "felino", r.text
+    assert httpx.delete(f"{url}/glossaries/{gid}", params={"api_key": "a"}).status_code == 204
+    check_error(httpx.get(f"{url}/glossaries/{gid}", params={"api_key": "a"}), 404, "not_found", gid)
+
+
+def test_another_keys_glossary_answers_404(keyed):
+    # catches: an owner check missing on any route (read, entries, delete, translate) or a list showing others'
+    url, _ = keyed
+    gid = create(url, "a").json()["glossary_id"]
+    unknown = "0" * 32
+    for glossary_id in (gid, unknown):
+        for method, path in [("GET", ""), ("GET", "/entries"), ("DELETE", "")]:
+            r = httpx.request(method, f"{url}/glossaries/{glossary_id}{path}", params={"api_key": "b"})
+            check_error(r, 404, "not_found", f"glossary_id: no glossary '{glossary_id}'")
+        r = httpx.post(url + "/translate", json={"q": "the cat", "source": "en", "target": "es", "api_key": "b",
+                                                 "glossary_id": glossary_id})  # fmt: skip
+        check_error(r, 404, "not_found", glossary_id)
+    assert gid not in str(httpx.get(url + "/glossaries", params={"api_key": "b"}).json())
+    check_error(httpx.get(url + "/glossaries"), 403, "forbidden", "api_key")
+    assert httpx.get(f"{url}/glossaries/{gid}", params={"api_key": "a"}).status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("fields", "status", "message"),
+    [
+        ({"entries": "cat\tgato\n\tperro\n"}, 422, "entries line 2: empty source term"),
+        ({"entries": "cat\tgato\nCat\tfelino\n"}, 422, "entries line 2: source term 'Cat' given twice"),
+        ({"entries": "a\tb\nc\td\ne\tf\ng\th\n"}, 413, "entries: 4 entries exceeds glossary_max_entries=3"),
+        ({"entries": "a\t" + "b" * 40}, 413, "entries line 1: 41 bytes exceeds glossary_max_entry_bytes=40"),
+        ({"entries": "a\t" + "b" * 30 + "\nc\t" + "d" * 30}, 413, "62 bytes of terms exceeds glossary_max_bytes=60"),
+        ({"entries": "cat gato\n"}, 422, "entries line 1: expected 2 tab-separated fields"),
+        ({"entries": 'cat,"gato\n', "entries_format": "csv"}, 422, "entries: malformed CSV"),
+        ({"entries": "cat;gato", "entries_format": "csv"}, 422, "entries line 1: expected 2 comma-separated fields"),
+        ({"entries_format": "xlsx"}, 422, "entries_format: must be one of tsv, csv"),
+        ({"target": "de"}, 400, "no model for source 'en' -> target 'de'"),
+        ({"name": ""}, 422, "name"),
+    ],
+)
+def test_bad_glossaries_are_refused_whole(keyed, fields, status, message):
+    # catches: a bad entry, limit or format let through, an error not naming it, or a glossary stored half-way
+    url, _ = keyed
+    before = count(url)
+    r = create(url, **fields)
+    check_error(r, status, "payload_too_large" if status == 413 else "unsupported_language" if status == 400
+                else "validation", message)  # fmt: skip
+    assert count(url) == before
+
+
+def test_a_glossary_for_another_pair_is_refused(keyed):
+    # catches: a stored glossary applied to a request of another language pair (also with source "auto")
+    url, db = keyed
+
+    async def put() -> str:
+        store = SqliteGlossaries(db)
+        glossary = Glossary("fr", "en", "fr", (("cat", "chat"),), owner="key:name-a")
+        await store.add(glossary)
+        await store.close()
+        return glossary.id
+
+    gid = asyncio.run(put())
+    for source in ("en", "auto"):
+        r = httpx.post(url + "/translate", json={"q": "the cat sleeps in the house", "source": source, "target": "es",
+                                                 "api_key": "a", "glossary_id": gid})  # fmt: skip
+        check_error(r, 422, "validation", f"glossary_id: glossary '{gid}' is for en->fr, the request translates en->es")
+
+
+@pytest.mark.parametrize(
+    ("glossary", "status", "message"),
+    [
+        ({"cat": ""}, 422, "glossary['cat']: empty target term"),
+        ([["cat", "gato"], ["CAT", "felino"]], 422, "glossary[1]: source term 'CAT' given twice"),
+        ("a\tb\nc\td\ne\tf\ng\th", 413, "glossary: 4 entries exceeds glossary_max_entries=3"),
+        ("cat\tgato\tfelino", 422, "glossary line 1: expected 2 tab-separated fields"),
+    ],
+)
+def test_bad_inline_glossaries(keyed, glossary, status, message):
+    # catches: inline entries not checked like stored ones
+    r = httpx.post(keyed[0] + "/translate", json={"q": "the cat", "source": "en", "target": "es", "api_key": "a",
+                                                  "glossary": glossary})  # fmt: skip
+    check_error(r, status, "payload_too_large" if status == 413 else "validation", message)
+
+
+def test_inline_glossary_streamed_and_not(server):
+    # catches: the done event without details.glossary, or a report that differs from the JSON answer's
+    glossary = [["dog", "perro"], ["house", "casa"]]
+    answer = ok(server.url, ["the dog runs", "the bird sings"], glossary=glossary)
+    assert [[e["source"] for e in d["glossary"]] for d in answer["details"]] == [["dog"], []]
+    _, events = stream(server.url, ["the dog runs", "the bird sings"], glossary=glossary)
+    done = events[-1]
+    assert done.event == "done"
+    assert done.data["translatedText"] == answer["translatedText"]
+    assert [d["glossary"] for d in done.data["details"]] == [d["glossary"] for d in answer["details"]]
+    check_error(httpx.post(server.url + "/translate", json={"q": "the dog", "source": "en", "target": "es",
+                "glossary": glossary, "parameters": {"temperature": 0.5}}), 422, "validation", "sampling")  # fmt: skip
+
+
+def test_no_glossary_no_report(server):
+    assert "glossary" not in ok(server.url, "the dog runs")["details"]

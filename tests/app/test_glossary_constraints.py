@@ -1,0 +1,93 @@
+"""A glossary's entries reach the engine as each unit's constraints (in process, with the engine core in a thread):
+target-side token ids in word-initial form, a raised beam, only on the units that match; the cache key holds them."""
+
+from __future__ import annotations
+
+from app.glossaries.records import Terms
+from app.planner import Ask, plan
+from model.runner.params import DecodeParams, constrained_beam
+from tests.app.inprocess import service_with
+from tests.app.test_faults import front
+
+GLOSSARY = {"cat": "gato negro", "dog": "perro", "Firefox": "Firefox"}
+
+
+def recorded(core) -> list:
+    """Wrap the core's submit so that every unit's DecodeParams is recorded, in arrival order."""
+    seen = []
+    submit = core.submit
+
+    def spy(front_id, job):
+        seen.extend(unit.params or job.params for unit in job.units)
+        return submit(front_id, job)
+
+    core.submit = spy
+    return seen
+
+
+def test_units_carry_their_own_constraints(served, checkpoint):
+    # catches: constraints not sent (or sent for every unit of the job), source-side or EOS-ended ids, no raised beam
+    seen = recorded(served.core)
+    tok = checkpoint.tokenizer
+    with front(service_with(served)) as client:
+        q = ["The cat and the dog sleep.", "A bird sings.", "My CAT sleeps. The tree grows."]
+        parameters = {"beam_size": 1, "split_sentences": True}
+        r = client.post("/translate", json={"q": q, "source": "en", "target": "es", "glossary": GLOSSARY,
+                                            "parameters": parameters})  # fmt: skip
+        assert r.status_code == 200, r.text
+    cat, dog = tuple(tok.encode_target("gato negro")), tuple(tok.encode_target("perro"))
+    assert tok.eos_id not in cat and tok.decode(list(cat)) == "gato negro"
+    assert [p.constraints for p in seen] == [(cat, dog), (), (cat,), ()]
+    assert [p.beam_size for p in seen] == [constrained_beam((cat, dog)), 1, constrained_beam((cat,)), 1]
+    glossaries = [d["glossary"] for d in r.json()["details"]]
+    assert glossaries[1] == [] and [e["source"] for e in glossaries[0]] == ["cat", "dog"]
+    for text, entries in zip(r.json()["translatedText"], glossaries, strict=True):
+        assert all(e["applied"] == (e["target"] in text) for e in entries)
+
+
+def test_do_not_translate_terms_are_kept_without_a_constraint(served):
+    # catches: a verbatim entry sent as a constraint, or translated instead of kept as it is
+    seen = recorded(served.core)
+    with front(service_with(served)) as client:
+        r = client.post("/translate", json={"q": "I use Firefox every day", "source": "en", "target": "es",
+                                            "glossary": {"firefox": "firefox"}})  # fmt: skip
+    answer = r.json()
+    assert "Firefox" in answer["translatedText"]  # kept as the text wrote it
+    assert all(p.constraints == () for p in seen) and len(seen) == 2  # the units around the kept term
+    assert answer["details"]["glossary"] == [{"source": "firefox", "target": "firefox", "applied": False}]
+
+
+def test_the_cache_key_holds_the_constraints(served):
+    # catches: a cache key without the glossary (a cached unconstrained answer served to a glossary request)
+    # or one that changes for a glossary matching nothing in the text
+    service = service_with(served)
+    with front(service):
+        keys = {}
+        for name, entries in {"none": None, "cat": (("cat", "gato"),), "other": (("cat", "felino"),),
+                              "nomatch": (("bird", "ave"),)}.items():  # fmt: skip
+            terms = Terms(entries) if entries else None
+            planned = plan(service, Ask("en", "es", glossary=terms), ["the cat"])
+            keys[name] = planned.cache_keys(["the cat"])[0]
+    assert len({keys["none"], keys["cat"], keys["other"]}) == 3
+    assert keys["nomatch"] == keys["none"]  # a glossary that matches nothing changes nothing
+
+
+def test_constrained_params_raise_the_beam_of_a_greedy_request():
+    params = DecodeParams(beam_size=1).constrained(((5, 6),))
+    assert params.beam_size == constrained_beam(((5, 6),)) and params.constraints == ((5, 6),)
+
+
+def test_a_document_carries_the_glossary_on_every_segment(served, checkpoint):
+    # catches: /translate_file ignoring glossary_id/glossary, or a do-not-translate term translated in a document
+    seen = recorded(served.core)
+    with front(service_with(served)) as client:
+        data = b"The cat sleeps.\n\nMy Firefox and the dog.\n\nA bird sings.\n"
+        fields = {"source": "en", "target": "es", "glossary": "cat\tgato negro\nFirefox\tFirefox", "direct": "true"}
+        r = client.post("/translate_file", data=fields, files={"file": ("notes.txt", data)})
+        assert r.status_code == 200, r.text
+        check = client.post("/translate_file", data={**fields, "glossary_id": "nope"}, files={"file": ("a.txt", data)})
+        assert check.status_code == 404 and check.json()["error_type"] == "not_found"
+    assert b"Firefox" in r.content
+    cat = (tuple(checkpoint.tokenizer.encode_target("gato negro")),)
+    assert [p.constraints for p in seen if p.constraints] == [cat]  # the one unit with "cat", once
+    assert all(p.beam_size >= 2 for p in seen if p.constraints)
