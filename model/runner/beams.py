@@ -17,6 +17,7 @@ GROW = 32  # positions added to the histories when they are full
 DEAD = -1.0e9  # candidates scored below DEAD / 2 never finish (a banned or masked token)
 WINDOW = 8  # stable tokens a group hands out per step at most: the rest follow at the next steps or with the result
 NEG_INF = float("-inf")
+UNMET = 1.0e6  # a finished hypothesis ranks this much lower per constraint it left unmet (its score as reported is not)
 
 
 @dataclass
@@ -173,7 +174,7 @@ class BeamState:
         reason = lambda i, j: "eos" if eos[i, j] else "length"  # noqa: E731
         return [
             [
-                Hypothesis(tokens[i, j, : lengths[i, j]].tolist(), scores[i, j].item(), reason(i, j))
+                Hypothesis(tokens[i, j, : lengths[i, j]].tolist(), _unranked(scores[i, j].item()), reason(i, j))
                 for j in range(count)
                 if scores[i, j] > NEG_INF
             ]
@@ -186,14 +187,22 @@ class BeamState:
         return torch.cat([p.flatten() for p in parts]).double()
 
 
-def step(state: BeamState, candidates: tuple[Tensor, Tensor, Tensor], k: Knobs, eos_id: int) -> tuple[BeamState, Moves]:
+def _unranked(score: float) -> float:
+    """A finished hypothesis's score without the ranking penalty of the constraints it left unmet."""
+    return score + UNMET * round(-score / UNMET) if score < -UNMET / 2 else score
+
+
+def step(state: BeamState, candidates: tuple[Tensor, ...], k: Knobs, eos_id: int) -> tuple[BeamState, Moves]:
     """One beam-search step of every group from its best candidates (cumulative score, parent row within the group,
-    token), each (G, M) best first, as transformers' beam scorer takes it: the finished buffers updated, the moves."""
-    score, parent, token = candidates
+    token, and with constraints the count each leaves unmet), each (G, M) best first, as transformers' beam scorer
+    takes it: the finished buffers updated, the moves. A hypothesis that ends with constraints unmet (only at the
+    length limit: EOS waits for them) ranks below every one that met them all (UNMET per constraint)."""
+    score, parent, token, *rest = candidates
+    unmet = rest[0] if rest else torch.zeros_like(token)
     b = state.score.shape[1]
     if score.shape[1] < b:  # fewer candidates than beams (a tiny vocabulary): pad with ones that never count
-        pads = ((score, NEG_INF), (parent, 0), (token, 0))
-        score, parent, token = (F.pad(x, (0, b - x.shape[1]), value=v) for x, v in pads)
+        pads = ((score, NEG_INF), (parent, 0), (token, 0), (unmet, 0))
+        score, parent, token, unmet = (F.pad(x, (0, b - x.shape[1]), value=v) for x, v in pads)
     length = k.steps + 1  # (G,) the length of what this step ends or extends, EOS counted
     m = torch.arange(score.shape[1], device=score.device)
     valid = m < k.keep[:, None]  # (G, M)
@@ -206,7 +215,8 @@ def step(state: BeamState, candidates: tuple[Tensor, Tensor, Tensor], k: Knobs, 
     c_score, c_parent, c_token = score.gather(1, pos), parent.gather(1, pos), token.gather(1, pos)
     finishing = ends & valid & (m < k.beam[:, None]) & (score > DEAD / 2) & state.alive[:, None]
     scale = length.double().pow(k.penalty)  # (G,) score / length ** length_penalty
-    state = _finish(state, torch.where(finishing, score.double() / scale[:, None], NEG_INF), parent, token, k, eos_id)
+    normalised = score.double() / scale[:, None] - UNMET * unmet
+    state = _finish(state, torch.where(finishing, normalised, NEG_INF), parent, token, k, eos_id)
     count = (state.score > NEG_INF).sum(1)
     worst = state.score.gather(1, (k.beam - 1)[:, None])[:, 0]
     best = torch.where(torch.arange(b, device=n.device) < n[:, None], c_score, NEG_INF).amax(1)  # best live beam

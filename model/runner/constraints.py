@@ -121,10 +121,11 @@ def allocate(score: Tensor, bank: Tensor) -> Tensor:
 
 def candidates(
     top: tuple[Tensor, Tensor, Tensor], scores: Tensor, cum: Tensor, cons: Constraints, beams: Beams
-) -> tuple[Tensor, Tensor, Tensor]:
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """Each beam group's candidates in the order they take its places: its best ones `top` (cumulative score, parent
     place, token, each (G, M)) and every row's constraint tokens and own best token (duplicates dropped), allocated
-    over banks. Scores (N, V) and cumulative scores (N,) of every row."""
+    over banks, with the count of constraints each leaves unmet. Scores (N, V) and cumulative scores (N,) of every
+    row."""
     rows = beams.rows if beams.rows is not None else torch.arange(scores.shape[0], device=scores.device)
     tokens, got = extra_candidates(scores, rows, cons)  # (Nb, J + 1)
     g, w, e = beams.groups, beams.width, tokens.shape[1]
@@ -143,4 +144,5 @@ def candidates(
     at = (beams.knobs.first[:, None] + parent).clamp(max=scores.shape[0] - 1)  # (G, K) rows (padding: any, -inf)
     matched, met = cons.after(at, token)
     pick = allocate(score, cons.bank(matched, met, at))
-    return score.gather(1, pick), parent.gather(1, pick), token.gather(1, pick)
+    unmet = (~met).sum(-1)  # (G, K) constraints a candidate leaves unmet
+    return score.gather(1, pick), parent.gather(1, pick), token.gather(1, pick), unmet.gather(1, pick)

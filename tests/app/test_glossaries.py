@@ -10,6 +10,7 @@ import pytest
 
 from app.glossaries.records import Glossary
 from app.glossaries.sqlite_store import SqliteGlossaries
+from app.settings import BUILTIN
 from bench.harness.server import ServerProcess, add_keys
 from tests.app.helpers import ok, stream
 from tests.app.test_errors import check_error
@@ -159,3 +160,30 @@ def test_inline_glossary_streamed_and_not(server):
 
 def test_no_glossary_no_report(server):
     assert "glossary" not in ok(server.url, "the dog runs")["details"]
+
+
+@pytest.fixture(scope="module")
+def builtin():
+    """A server of the built-in en-es model (defaults: greedy, translation cache off)."""
+    proc = ServerProcess("--model", str(BUILTIN), "--warmup-rounds", "0").wait()
+    yield proc
+    proc.stop()
+
+
+def test_terms_are_enforced_by_the_decoder(builtin):
+    """The built-in model writes "archivo" and "estación" unaided; with the glossary the targets appear as written,
+    every entry reports applied; a text that matches nothing in the same request, and a glossary that matches
+    nothing, give what they give without any glossary."""
+    texts = ["Open the file on the computer.", "Where is the station?", "Good morning."]
+    plain = ok(builtin.url, texts)["translatedText"]
+    assert "archivo" in plain[0] and "estación" in plain[1]
+    glossary = {"file": "fichero", "station": "parada", "computer": "ordenador"}
+    answer = ok(builtin.url, texts, glossary=glossary)
+    out = answer["translatedText"]
+    assert "fichero" in out[0] and "ordenador" in out[0] and "parada" in out[1], out
+    assert [[(e["target"], e["applied"]) for e in d["glossary"]] for d in answer["details"]] == [
+        [("fichero", True), ("ordenador", True)], [("parada", True)], []]
+    assert out[2] == plain[2]
+    assert ok(builtin.url, texts, glossary={"zebra": "cebra"})["translatedText"] == plain
+    _, events = stream(builtin.url, texts[:1], glossary=glossary)
+    assert events[-1].data["translatedText"] == out[:1]

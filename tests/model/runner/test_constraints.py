@@ -1,0 +1,91 @@
+"""Lexically constrained beam search: every constraint appears in every finished output (EOS waits for them); a
+constrained request decodes the same alone, batched beside other requests, sequential and overlapped, and streams a
+prefix of its result; requests without constraints beside it are untouched; the progress columns and the bank
+allocation on hand-made cases."""
+
+import pytest
+import torch
+
+from model.runner.constraints import Constraints, allocate
+from model.runner.generate import generate
+from model.runner.params import DecodeParams, constrained_beam
+from model.runner.search import Request
+from tests.model.runner.test_decoding import MIXED, _src, _tokens
+from tests.model.runner.test_overlap import drive
+
+CONSTRAINTS = [((5, 6), (9,)), ((7, 8, 9),), ((11,), (12, 13), (14,))]
+
+
+def _contains(tokens: list[int], seq: tuple[int, ...]) -> bool:
+    return any(tuple(tokens[i : i + len(seq)]) == seq for i in range(len(tokens) - len(seq) + 1))
+
+
+def test_progress_through_constraints():
+    """A row matches a constraint token by token, starts again when a token breaks the match (a token that starts it
+    anew counts as its first), and a met constraint stays met."""
+    cons = Constraints.start([((5, 6, 7), (9,)), ()], torch.device("cpu"))
+    assert cons.tokens.shape == (2, 2, 3) and cons.length.tolist() == [[3, 1], [0, 0]]
+    assert cons.unmet().tolist() == [True, False]
+    rows = torch.tensor([0, 1])
+    for token, matched, met in ((5, [1, 0], [False, False]), (5, [1, 0], [False, False]), (6, [2, 0], [False, False]),
+                                (9, [0, 0], [False, True]), (5, [1, 0], [False, True]), (6, [2, 0], [False, True]),
+                                (7, [0, 0], [True, True])):  # fmt: skip
+        cons = cons.advance(rows, torch.tensor([token, token]))
+        assert cons.matched[0].tolist() == matched and cons.met[0].tolist() == met, token
+        assert cons.met[1].all()
+    assert cons.unmet().tolist() == [False, False]
+
+
+def test_allocation_is_round_robin_over_banks():
+    """The best candidate of every bank first, fullest bank first, then the second best of every bank; -inf last."""
+    score = torch.tensor([[-1.0, -2.0, -3.0, -4.0, -5.0, float("-inf")]])
+    bank = torch.tensor([[0, 0, 2, 1, 2, 2]])
+    assert allocate(score, bank).tolist() == [[2, 3, 0, 4, 1, 5]]
+
+
+@pytest.mark.parametrize("beam", [1, 2, 4])
+def test_every_finished_output_holds_every_constraint(model, beam):
+    """Greedy (raised to the constrained beam) and beam requests: the best hypothesis contains every constraint, and
+    in the n-best every one that does ranks before any that does not (the tiny model ends most at the length limit,
+    where a hypothesis may end with constraints unmet); unconstrained the output does not contain them all."""
+    for i, cons in enumerate(CONSTRAINTS):
+        params = DecodeParams(beam_size=beam, num_hypotheses=beam, max_new_tokens=24)
+        free = generate(model, [Request(i, _src(i), params)])[0]
+        hyps = generate(model, [Request(i, _src(i), params.constrained(cons))])[0]
+        assert len(hyps) == beam and params.constrained(cons).beam_size == max(beam, constrained_beam(cons))
+        complete = [all(_contains(h.tokens, c) for c in cons) for h in hyps]
+        assert complete[0] and complete == sorted(complete, reverse=True), (i, [h.tokens for h in hyps])
+        assert not all(_contains(free[0].tokens, c) for c in cons)
+
+
+def test_constrained_requests_batched_equal_alone(model):
+    """Constrained, plain beam, greedy and sampled requests in one batch: each gets what it gets alone."""
+    params = [DecodeParams(beam_size=3, max_new_tokens=20).constrained(c) for c in CONSTRAINTS] + MIXED
+    requests = [Request(i, _src(i), p) for i, p in enumerate(params)]
+    for req, hyps in zip(requests, generate(model, requests), strict=True):
+        alone = generate(model, [req])[0]
+        assert _tokens(hyps) == _tokens(alone), req.id
+        assert [h.score for h in hyps] == pytest.approx([h.score for h in alone], abs=1e-4)
+
+
+def test_constrained_requests_overlapped_and_streamed(model):
+    """Joining a running batch, sequential and overlapped give the same results and streams, and what a constrained
+    request streams is a prefix of its result."""
+    params = [DecodeParams(max_new_tokens=20).constrained(c) for c in CONSTRAINTS] + MIXED[:3]
+    requests = [Request(i, _src(i + 3), p) for i, p in enumerate(params)]
+    schedule = {0: [("join", requests[:2])], 2: [("join", requests[2:4])], 5: [("join", requests[4:])]}
+    sequential, overlapped = drive(model, schedule, False), drive(model, schedule, True)
+    assert sequential.results.keys() == overlapped.results.keys() == {r.id for r in requests}
+    for req in requests:
+        got, want = overlapped.results[req.id], sequential.results[req.id]
+        assert _tokens(got) == _tokens(want) and overlapped.streams[req.id] == sequential.streams[req.id]
+        if req.params.constraints:
+            best = want[0].tokens
+            assert best[: len(sequential.streams[req.id])] == sequential.streams[req.id]
+            assert all(_contains(best, c) for c in req.params.constraints)
+
+
+def test_no_constraint_changes_nothing(model):
+    """Constraints of () leave the parameters, and so the output, as they were."""
+    params = DecodeParams(max_new_tokens=20)
+    assert params.constrained(()) is params
