@@ -61,7 +61,7 @@ async def read_fields(request: Request) -> dict:
         data.update(_multi(parse_qsl(raw.decode("utf-8", "replace"), keep_blank_values=True)))
         return data
     if ctype in ("", "application/json") or ctype.endswith("+json"):
-        if not raw.strip() and data:  # fields in the query string, no body (curl -X POST '...?q=...')
+        if not raw.strip():  # no body: the query string's fields, if any (curl -X POST '...?q=...')
             return data
         body = parse_json(raw, "body")
         if not isinstance(body, dict):

@@ -1,11 +1,11 @@
-"""What the server offers: languages, models and limits, metrics."""
+"""What the server offers: languages, models and limits, metrics, the API's OpenAPI document."""
 
 from __future__ import annotations
 
 import dataclasses
 from importlib.metadata import PackageNotFoundError, version
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from app.api.deps import ServiceDep
@@ -91,3 +91,9 @@ async def info(service: ServiceDep) -> dict:
 async def metrics(service: ServiceDep) -> Response:
     """Prometheus text format."""
     return Response(service.metrics.render(), media_type=CONTENT_TYPE_LATEST)
+
+
+@router.get("/spec", include_in_schema=False)
+async def spec(request: Request) -> dict:
+    """The OpenAPI document, where LibreTranslate serves its own (the same as /openapi.json)."""
+    return request.app.openapi()

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
-from app.api.deps import DISCONNECT_CHECK_S, ERRORS, Admitted, FieldsDep, ServiceDep, validated
+from app.api.deps import DISCONNECT_CHECK_S, ERRORS, Admitted, FieldsDep, ServiceDep, require, validated
 from app.api.fields import FORM_TYPES
 from app.cache import cacheable
 from app.errors import ApiError, error_body
@@ -29,7 +29,9 @@ def body_schemas() -> dict[str, dict]:
 
 
 async def read_body(request: Request, data: dict) -> TranslateRequest:
-    """Parse the request's fields into a TranslateRequest (422 naming the field on error)."""
+    """Parse the request's fields into a TranslateRequest (400 for a missing `q` or `target`, 422 naming the field
+    for other errors)."""
+    require(data, "q", "target")
     if "text/event-stream" in request.headers.get("accept", "") and "stream" not in data:
         data = {**data, "stream": True}
     return validated(TranslateRequest, data)

@@ -85,7 +85,7 @@ def test_counters_count_requests_and_tokens(server):
 def test_failures_are_counted_once(server):
     """Each refused request adds exactly one to mt_request_failures_total{error_type}."""
     before = metrics(server.url)
-    assert httpx.post(server.url + "/translate", json=body("")).status_code == 422
+    assert httpx.post(server.url + "/translate", json=body("")).status_code == 400
     assert httpx.post(server.url + "/translate", json=body("x", parameters={"top_p": 3})).status_code == 422
     assert (
         httpx.post(server.url + "/translate", content=b"{", headers={"content-type": "application/json"}).status_code
