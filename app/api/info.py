@@ -8,7 +8,7 @@ from importlib.metadata import PackageNotFoundError, version
 from fastapi import APIRouter, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from app.api.deps import ServiceDep
+from app.api.deps import ServiceDep, dialect
 from app.languages import listing
 from app.schemas import Language
 
@@ -23,7 +23,9 @@ def _version() -> str:
         return "dev"
 
 
-@router.get("/languages", response_model=list[Language])
+@router.get(
+    "/languages", response_model=list[Language], tags=["LibreTranslate"], dependencies=[dialect("libretranslate")]
+)
 async def languages(service: ServiceDep) -> list[dict]:
     """Source languages with the targets each can be translated into (ISO 639-1 codes where one exists)."""
     return listing(service.pairs())
