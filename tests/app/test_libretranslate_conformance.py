@@ -78,7 +78,7 @@ def test_health(server):
 
 def test_spec_is_the_openapi_document(server):
     r = httpx.get(server.url + "/spec")
-    assert r.status_code == 200 and "/translate" in r.json()["paths"]
+    assert r.status_code == 200 and {"/translate", "/v2/translate", "/v2/document"} <= set(r.json()["paths"])
 
 
 @pytest.mark.parametrize(
