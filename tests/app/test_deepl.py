@@ -5,7 +5,13 @@ dialect's for the same request (one planner, one pipeline); DeepL's bad-input an
 from __future__ import annotations
 
 import io
+import json
+import os
+import shutil
+import subprocess
+import tempfile
 import time
+from pathlib import Path
 
 import docx
 import httpx
@@ -247,3 +253,46 @@ def test_serves_on_and_counts_requests_per_dialect(keyed):
     grew = {d: value(after, "mt_api_requests_total", dialect=d) - value(before, "mt_api_requests_total", dialect=d)
             for d in ("deepl", "libretranslate")}  # fmt: skip
     assert grew == {"deepl": 2, "libretranslate": 1}
+
+
+NODE_CLIENT = "deepl-node@1.28.0"
+
+
+@pytest.fixture(scope="module")
+def deepl_node() -> Path:
+    """deepl-node installed from npm into a folder of its own (kept between runs); skips where Node or npm is absent
+    or npm cannot fetch it."""
+    if shutil.which("node") is None or shutil.which("npm") is None:
+        pytest.skip("node and npm not installed (Debian packages nodejs and npm; .ci/system-deps installs them)")
+    folder = Path(tempfile.gettempdir()) / f"mt-{NODE_CLIENT.replace('@', '-')}"
+    if not (folder / "node_modules" / "deepl-node" / "package.json").exists():
+        cmd = ["npm", "install", "--prefix", str(folder), NODE_CLIENT, "--no-audit", "--no-fund", "--loglevel=error"]
+        try:
+            done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        except subprocess.TimeoutExpired:
+            pytest.skip(f"npm could not fetch {NODE_CLIENT} in 300 s")
+        if done.returncode != 0:
+            pytest.skip(f"npm could not fetch {NODE_CLIENT}: {done.stderr.strip()[-300:]}")
+    return folder / "node_modules"
+
+
+def test_the_node_client_makes_the_same_calls(deepl_node, keyed, tmp_path):
+    """deepl-node (form bodies, GET with query strings): languages, translateText (one, a list, html), usage before
+    and after, translateDocument on a .docx and a .po, a wrong key refused; the same answers as the Python client's."""
+    for name, data in (("a.docx", build.word()), ("a.po", build.gettext())):
+        (tmp_path / name).write_bytes(data)
+    script = Path(__file__).with_name("deepl_node_calls.js")
+    env = {**os.environ, "NODE_PATH": str(deepl_node)}
+    run = subprocess.run(["node", str(script), keyed.url, KEY, str(tmp_path)], capture_output=True, text=True,
+                         env=env, timeout=180)  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    got = json.loads(run.stdout)
+    want = libre(keyed.url, TEXTS)
+    assert (got["sources"], got["targets"]) == (["en"], ["es", "es-419"])  # deepl-node writes codes in lower case
+    assert got["one"] == [want[0], "en", len(TEXTS[0])] and got["list"] == want
+    assert got["html"] == libre(keyed.url, ["<p>The house is <b>big</b>.</p>"], format="html")[0]
+    assert got["usage"] == [len(TEXTS[0]) + sum(map(len, TEXTS)) + len("<p>The house is <b>big</b>.</p>"), 100_000]
+    assert got["a.docx"] and got["a.po"] and got["wrong"] == "AuthorizationError"
+    for name in ("a.docx", "a.po"):
+        translated = texts_of(name, (tmp_path / f"node-{name}").read_bytes())
+        assert translated == texts_of(name, libre_file(keyed.url, name, (tmp_path / name).read_bytes()))
