@@ -89,7 +89,8 @@ def create_app(settings: Settings | None = None, service: Service | None = None)
     named = f"max_file_bytes={settings.max_file_bytes} (+{form} bytes of form fields)"
     paths = {path: (settings.max_file_bytes + form, named) for path in ("/translate_file", "/v2/document")}
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes, on_error=count_failure, paths=paths, dialects=dialects)
-    app.openapi = with_schemas(app.openapi, {**translate.body_schemas(), **detect.body_schemas()})
+    schemas = {**translate.body_schemas(), **detect.body_schemas(), **deepl.body_schemas()}
+    app.openapi = with_schemas(app.openapi, schemas)
     return app
 
 

@@ -14,4 +14,5 @@ router = APIRouter(prefix="/v2")
 router.include_router(text.router)
 router.include_router(documents.router)
 
-__all__ = ["PREFIX", "respond", "router"]
+body_schemas = text.body_schemas
+__all__ = ["PREFIX", "body_schemas", "respond", "router"]

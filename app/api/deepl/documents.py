@@ -59,7 +59,20 @@ async def read_upload(request: Request, service: Service) -> tuple[TranslateDocu
     return fields, upload.filename or "", data
 
 
-@router.post("/document")
+FORM = {
+    "type": "object",
+    "required": ["file", "target_lang"],
+    "properties": {
+        "file": {"type": "string", "format": "binary"},
+        **TranslateDocument.model_json_schema()["properties"],
+    },
+}
+
+
+@router.post(
+    "/document",
+    openapi_extra={"requestBody": {"required": True, "content": {"multipart/form-data": {"schema": FORM}}}},
+)
 async def upload(request: Request, service: ServiceDep, key: DeepLKey) -> dict:
     """Start translating an uploaded document; its id and key, for its status and result."""
     fields, filename, data = await read_upload(request, service)
@@ -115,7 +128,8 @@ def document_key(fields: dict) -> str:
     return key
 
 
-@router.api_route("/document/{document_id}", methods=["GET", "POST"])
+@router.get("/document/{document_id}", operation_id="deepl_status_get")
+@router.post("/document/{document_id}", operation_id="deepl_status")
 async def status(document_id: str, service: ServiceDep, fields: FieldsDep, _: DeepLKey) -> dict:
     """The job's status: queued, translating (seconds_remaining), done (billed_characters) or error."""
     jobs, key = jobs_of(service), document_key(fields)
@@ -134,7 +148,8 @@ async def status(document_id: str, service: ServiceDep, fields: FieldsDep, _: De
     return body
 
 
-@router.api_route("/document/{document_id}/result", methods=["GET", "POST"])
+@router.get("/document/{document_id}/result", operation_id="deepl_result_get")
+@router.post("/document/{document_id}/result", operation_id="deepl_result")
 async def result(document_id: str, service: ServiceDep, fields: FieldsDep, _: DeepLKey) -> Response:
     """The translated file, once; 503 while the job runs, 400 when it failed, 404 once downloaded."""
     jobs, key = jobs_of(service), document_key(fields)

@@ -71,7 +71,16 @@ def ask_of(body: TranslateText, service: Service) -> Ask:
     return Ask(source, target, params, format=body.tag_handling or "text", ignore_tags=frozenset(body.ignore_tags))
 
 
-@router.post("/translate")
+BODY = {"schema": {"$ref": "#/components/schemas/TranslateText"}}
+CONTENT = {ctype: BODY for ctype in ("application/json", "application/x-www-form-urlencoded")}
+
+
+def body_schemas() -> dict[str, dict]:
+    """OpenAPI component schema of the /v2/translate body (read by hand, so FastAPI does not add it)."""
+    return {"TranslateText": TranslateText.model_json_schema(ref_template="#/components/schemas/{model}")}
+
+
+@router.post("/translate", openapi_extra={"requestBody": {"required": True, "content": CONTENT}})
 async def translate(request: Request, service: ServiceDep, fields: FieldsDep, key: DeepLKey) -> JSONResponse:
     """Translate `text` (one or more, in order) into `target_lang`; `source_lang` omitted: detected."""
     body = read(fields)
@@ -90,7 +99,8 @@ async def translate(request: Request, service: ServiceDep, fields: FieldsDep, ke
     return JSONResponse({"translations": out}, headers=headers)
 
 
-@router.api_route("/languages", methods=["GET", "POST"])
+@router.get("/languages", operation_id="deepl_languages_get")
+@router.post("/languages", operation_id="deepl_languages")
 async def languages(service: ServiceDep, fields: FieldsDep, _: DeepLKey) -> list[dict]:
     """The languages the served models translate from (`type=source`, the default) or into (`type=target`)."""
     kind = fields.get("type") or "source"
@@ -100,7 +110,8 @@ async def languages(service: ServiceDep, fields: FieldsDep, _: DeepLKey) -> list
     return codes.sources(sources) if kind == "source" else codes.targets(targets)
 
 
-@router.api_route("/usage", methods=["GET", "POST"])
+@router.get("/usage", operation_id="deepl_usage_get")
+@router.post("/usage", operation_id="deepl_usage")
 async def usage(request: Request, service: ServiceDep, key: DeepLKey) -> dict:
     """The calling key's characters today and its daily limit (no limit: a very large number)."""
     subject, limits = await service.limiter.limits_for(key, client_of(request))
