@@ -7,13 +7,13 @@ from collections.abc import Callable
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
-from fastapi.responses import JSONResponse
 from fastapi_offline import FastAPIOffline
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app import errors
-from app.api import detect, files, frontend, glossaries, health, info, page, translate
-from app.errors import ApiError, error_body
+from app.api import deepl, detect, files, frontend, glossaries, health, info, page, translate
+from app.api.deps import dialect
+from app.errors import ApiError, Dialects
 from app.service import Service
 from app.settings import Settings
 
@@ -29,9 +29,11 @@ class BodyLimit:
         limit: int,
         on_error: Callable[[str], None] = lambda kind: None,
         paths: dict[str, tuple[int, str]] | None = None,
+        dialects: Dialects | None = None,
     ):
         self.app, self.limit, self.on_error = app, limit, on_error
         self.paths = paths or {}  # path -> (limit, how the error names it) where another limit applies
+        self.dialects = dialects or Dialects()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -39,9 +41,9 @@ class BodyLimit:
         limit, named = self.paths.get(scope["path"], (self.limit, f"max_body_bytes={self.limit}"))
         length = dict(scope.get("headers", [])).get(b"content-length")
         if length is not None and length.isdigit() and int(length) > limit:
-            body = error_body(f"body: {int(length)} bytes exceeds {named}", "payload_too_large")
+            error = ApiError(413, "payload_too_large", f"body: {int(length)} bytes exceeds {named}")
             self.on_error("payload_too_large")
-            return await JSONResponse(body, 413)(scope, receive, send)
+            return await self.dialects.respond(scope["path"], error)(scope, receive, send)
         seen = 0
 
         async def limited() -> dict:
@@ -74,20 +76,21 @@ def create_app(settings: Settings | None = None, service: Service | None = None)
         """Count one error answer in mt_request_failures_total."""
         service.metrics.failures.labels(kind).inc()
 
-    errors.install(app, count_failure)
-    app.include_router(translate.router)
-    app.include_router(files.router)
-    app.include_router(glossaries.router)
-    app.include_router(detect.router)
+    dialects = Dialects({deepl.PREFIX: deepl.respond})
+    errors.install(app, count_failure, dialects)
+    libre = {"tags": ["LibreTranslate"], "dependencies": [dialect("libretranslate")]}
+    for router in (translate.router, files.router, glossaries.router, detect.router, frontend.router):
+        app.include_router(router, **libre)
+    app.include_router(deepl.router, tags=["DeepL v2"], dependencies=[dialect("deepl")])
     app.include_router(health.router)
     app.include_router(info.router)
     app.include_router(page.router)
-    app.include_router(frontend.router)
     form = 64_000  # the form fields around an uploaded file
     named = f"max_file_bytes={settings.max_file_bytes} (+{form} bytes of form fields)"
-    paths = {"/translate_file": (settings.max_file_bytes + form, named)}
-    app.add_middleware(BodyLimit, limit=settings.max_body_bytes, on_error=count_failure, paths=paths)
-    app.openapi = with_schemas(app.openapi, {**translate.body_schemas(), **detect.body_schemas()})
+    paths = {path: (settings.max_file_bytes + form, named) for path in ("/translate_file", "/v2/document")}
+    app.add_middleware(BodyLimit, limit=settings.max_body_bytes, on_error=count_failure, paths=paths, dialects=dialects)
+    schemas = {**translate.body_schemas(), **detect.body_schemas(), **deepl.body_schemas()}
+    app.openapi = with_schemas(app.openapi, schemas)
     return app
 
 

@@ -17,6 +17,7 @@ ERROR_TYPES = (
     "unsupported_language", "payload_too_large", "validation", "overloaded", "not_ready", "generation", "forbidden",
     "rate_limited",
 )  # fmt: skip
+DIALECTS = ("libretranslate", "deepl")  # the APIs the server speaks (mt_api_requests_total's label)
 FINISH_REASONS = ("eos", "length", "aborted")
 LIMIT_REASONS = ("missing_key", "invalid_key", "req_limit", "char_limit", "daily_char_limit", "batch_limit")
 
@@ -51,12 +52,15 @@ class Metrics:
         self.limit_rejections = Counter(
             "mt_limit_rejections", "Requests refused by API key or limit checks", ["reason"], registry=r
         )
+        self.api_requests = Counter("mt_api_requests", "Requests per API dialect", ["dialect"], registry=r)
         self.cache_hits = Counter("mt_cache_hits", "Texts answered from the translation cache", registry=r)
         self.cache_misses = Counter("mt_cache_misses", "Cacheable texts the engine translated", registry=r)
         for kind in ERROR_TYPES:  # known series exist from the start, at 0
             self.failures.labels(kind)
         for reason in LIMIT_REASONS:
             self.limit_rejections.labels(reason)
+        for name in DIALECTS:
+            self.api_requests.labels(name)
 
     def add_model(self, name: str) -> None:
         """Start a model's request counters at 0."""

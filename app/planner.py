@@ -5,6 +5,7 @@ defaults within the server's limits, and the texts cut into units. Knows nothing
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from functools import partial
 
 from app.cache import cache_key
 from app.errors import ApiError
@@ -17,7 +18,7 @@ from app.protect import find_spans, split_layout
 from app.schemas import Parameters
 from app.service import Route, Service
 from app.settings import Settings
-from app.text import html_layout, plain_layout
+from app.text import SKIP_TAGS, html_layout, plain_layout
 from model.loading.description import Description
 from model.runner.params import DecodeParams
 
@@ -30,9 +31,15 @@ class Ask:
     target: str
     parameters: Parameters = field(default_factory=Parameters)  # decoding options (None: the model's default)
     alternatives: int = 0  # translations wanted besides the best one
-    format: str = "text"  # "text" or "html" (markup kept, text nodes translated)
+    format: str = "text"  # "text", "html" or "xml" (markup kept, text nodes translated)
     placeholders: bool = False  # keep printf, brace and ICU placeholders exactly
     glossary: Terms | None = None  # the user's terms (inline and/or stored)
+    ignore_tags: frozenset[str] = frozenset()  # markup: elements whose text stays untranslated (besides SKIP_TAGS)
+
+    @property
+    def markup(self) -> bool:
+        """The texts are markup: text nodes are translated, tags kept."""
+        return self.format in ("html", "xml")
 
 
 @dataclass
@@ -73,6 +80,7 @@ class Plan:
             "split": ask.parameters.split_sentences,
             "alternatives": ask.alternatives,
             "placeholders": ask.placeholders,
+            "ignore_tags": sorted(ask.ignore_tags),
         }
         source = self.route.source
         keys = []
@@ -95,7 +103,8 @@ def plan(service: Service, ask: Ask, texts: list[str]) -> Plan:
         if not text.strip():
             raise ApiError(422, "validation", f"q[{i}]: must not be empty")
     planned = plan_route(service, ask, texts)
-    cut = html_layout if ask.format == "html" else plain_layout
+    skip = SKIP_TAGS | ask.ignore_tags
+    cut = partial(html_layout, skip=skip) if ask.markup else plain_layout
     spells, source = planned.route.entry.checkpoint.tokenizer.spells, planned.route.source
     keep = lambda text: union(find_spans(text, spells, placeholders=ask.placeholders), planned.keep(text))  # noqa: E731
     # what the vocabulary cannot spell (placeholders, if asked; the glossary's do-not-translate terms) stays as it is

@@ -113,7 +113,12 @@ class Service:
 
     def route(self, source: str, target: str, texts: list[str] = ()) -> Route:
         """The model for source->target; source "auto" is the language of the texts together, among the sources
-        served into `target` (400 unsupported_language naming the pairs served)."""
+        served into `target` (400 unsupported_language: "xx is not supported", in LibreTranslate's words, for a
+        language no model serves that way; naming the pairs served for a pair no model serves)."""
+        pairs = self.pairs()
+        for code, served in ((target, {t for _, t in pairs}), (source, {s for s, _ in pairs} | {"auto"})):
+            if code not in served:
+                raise ApiError(400, "unsupported_language", f"{code} is not supported")
         detected = self._detect(texts, target) if source == "auto" else None
         source = detected["language"] if detected else source
         entry = next((m for m in self.models.values() if m.checkpoint.languages.serves(source, target)), None)
@@ -127,10 +132,7 @@ class Service:
 
     def _detect(self, texts: list[str], target: str) -> dict:
         """The texts' language among the sources served into `target`; 400 naming it and the pairs when it is not."""
-        candidates = self.sources_into(target)
-        if not candidates:
-            why = f"source 'auto' with target '{target}': no model translates into it"
-            raise ApiError(400, "unsupported_language", why)
+        candidates = self.sources_into(target)  # not empty: route() refused targets no model serves
         found = self.detector.among(" ".join(texts), candidates)
         if found["language"] in candidates:
             return found

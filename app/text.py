@@ -11,7 +11,7 @@ import sentencex
 
 from app.layout import Layout
 
-SKIP_TAGS = {"script", "style", "code", "pre", "textarea"}
+SKIP_TAGS = frozenset({"script", "style", "code", "pre", "textarea"})
 VOID_TAGS = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
 
 
@@ -58,9 +58,9 @@ class _HtmlCutter(HTMLParser):
     """Records where each construct starts: markup, script/style/code and translate="no" elements stay verbatim,
     text becomes units."""
 
-    def __init__(self, markup: str):
+    def __init__(self, markup: str, skip: frozenset[str] = SKIP_TAGS):
         super().__init__(convert_charrefs=True)
-        self.markup = markup
+        self.markup, self.skip = markup, skip
         self.skipped: list[str] = []  # open elements from the one that started a verbatim stretch
         self.line_starts = [0] + [m.end() for m in re.finditer("\n", markup)]
         self.marks: list[tuple[int, str | None]] = []  # (offset, decoded text, or None for verbatim)
@@ -72,7 +72,7 @@ class _HtmlCutter(HTMLParser):
 
     def handle_starttag(self, tag, attrs):
         self._mark()
-        starts = tag in SKIP_TAGS or ("translate", "no") in attrs
+        starts = tag in self.skip or ("translate", "no") in attrs
         if (self.skipped or starts) and tag not in VOID_TAGS:
             self.skipped.append(tag)
 
@@ -126,9 +126,10 @@ class _HtmlCutter(HTMLParser):
                 layout.pieces[i] = html.escape(piece, quote=False)
 
 
-def html_layout(markup: str, split: bool, language: str = "en") -> Layout:
-    """HTML with its text nodes as units; translations are HTML-escaped when joined back."""
-    cutter = _HtmlCutter(markup)
+def html_layout(markup: str, split: bool, language: str = "en", skip: frozenset[str] = SKIP_TAGS) -> Layout:
+    """HTML (or XML) with its text nodes as units, those inside `skip` elements kept verbatim; translations are
+    escaped when joined back."""
+    cutter = _HtmlCutter(markup, skip)
     cutter.feed(markup)
     cutter.close()
     return cutter.layout(split, language)

@@ -19,4 +19,5 @@ COUNTERS = (
     "mt_limit_rejections_total",  # keys and limits, the translation cache
     "mt_cache_hits_total",
     "mt_cache_misses_total",
+    "mt_api_requests_total",  # requests per API dialect (LibreTranslate, DeepL)
 )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from app.api.deps import ERRORS, Admitted, FieldsDep, ServiceDep, validated
+from app.api.deps import ERRORS, Admitted, FieldsDep, ServiceDep, require, validated
 from app.api.fields import FORM_TYPES
 from app.errors import ApiError
 from app.schemas import Detection, DetectRequest
@@ -29,6 +29,7 @@ def body_schemas() -> dict[str, dict]:
 async def detect(service: ServiceDep, fields: FieldsDep, _: Admitted) -> list:
     """The likeliest languages of `q`, best first, with confidence in percent (a list of lists for a list `q`),
     whether or not a model serves them."""
+    require(fields, "q")
     body = validated(DetectRequest, fields)
     service.require_ready()
     texts = body.texts

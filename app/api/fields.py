@@ -1,5 +1,6 @@
-"""A request's fields from any shape LibreTranslate clients send: the query string, a urlencoded or multipart form,
-or a JSON object; the body wins over the query string. JSON nested past the parser's depth is a 422, not a 500."""
+"""A request's fields from any shape LibreTranslate's and DeepL's clients send: the query string, a urlencoded or
+multipart form, or a JSON object; the body wins over the query string. JSON nested past the parser's depth is a 422,
+not a 500."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from starlette.datastructures import UploadFile
 from app.errors import ApiError
 
 FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
-LIST_FIELDS = ("q",)  # a repeated field gives a list
+LIST_FIELDS = ("q", "text", "ignore_tags", "splitting_tags", "non_splitting_tags")  # a repeated field gives a list
 JSON_FIELDS = ("parameters",)  # JSON text in a form or the query string
 
 
@@ -61,7 +62,7 @@ async def read_fields(request: Request) -> dict:
         data.update(_multi(parse_qsl(raw.decode("utf-8", "replace"), keep_blank_values=True)))
         return data
     if ctype in ("", "application/json") or ctype.endswith("+json"):
-        if not raw.strip() and data:  # fields in the query string, no body (curl -X POST '...?q=...')
+        if not raw.strip():  # no body: the query string's fields, if any (curl -X POST '...?q=...')
             return data
         body = parse_json(raw, "body")
         if not isinstance(body, dict):

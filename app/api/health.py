@@ -1,4 +1,4 @@
-"""Liveness and readiness."""
+"""Liveness and readiness; GET /health as LibreTranslate answers it."""
 
 from __future__ import annotations
 
@@ -8,6 +8,15 @@ from fastapi.responses import JSONResponse
 from app.api.deps import ServiceDep
 
 router = APIRouter(prefix="/health")
+
+
+@router.get("")
+async def health(service: ServiceDep) -> JSONResponse:
+    """LibreTranslate's health check: {"status": "ok"} while the process can serve (as /health/live)."""
+    why = service.broken()
+    if why is None:
+        return JSONResponse({"status": "ok"})
+    return JSONResponse({"status": "broken", "reason": why, "error_type": "not_ready"}, 503)
 
 
 @router.get("/live")

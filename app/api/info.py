@@ -1,14 +1,14 @@
-"""What the server offers: languages, models and limits, metrics."""
+"""What the server offers: languages, models and limits, metrics, the API's OpenAPI document."""
 
 from __future__ import annotations
 
 import dataclasses
 from importlib.metadata import PackageNotFoundError, version
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from app.api.deps import ServiceDep
+from app.api.deps import ServiceDep, dialect
 from app.glossaries.entries import FORMATS
 from app.languages import listing
 from app.schemas import Language
@@ -24,7 +24,9 @@ def _version() -> str:
         return "dev"
 
 
-@router.get("/languages", response_model=list[Language])
+@router.get(
+    "/languages", response_model=list[Language], tags=["LibreTranslate"], dependencies=[dialect("libretranslate")]
+)
 async def languages(service: ServiceDep) -> list[dict]:
     """Source languages with the targets each can be translated into (ISO 639-1 codes where one exists)."""
     return listing(service.pairs())
@@ -105,3 +107,9 @@ async def info(service: ServiceDep) -> dict:
 async def metrics(service: ServiceDep) -> Response:
     """Prometheus text format."""
     return Response(service.metrics.render(), media_type=CONTENT_TYPE_LATEST)
+
+
+@router.get("/spec", include_in_schema=False)
+async def spec(request: Request) -> dict:
+    """The OpenAPI document, where LibreTranslate serves its own (the same as /openapi.json)."""
+    return request.app.openapi()

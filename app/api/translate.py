@@ -9,7 +9,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
-from app.api.deps import DISCONNECT_CHECK_S, ERRORS, Admitted, FieldsDep, ServiceDep, validated
+from app.api.deps import DISCONNECT_CHECK_S, ERRORS, Admitted, FieldsDep, ServiceDep, require, validated
 from app.api.fields import FORM_TYPES
 from app.api.glossaries import request_terms
 from app.cache import cacheable
@@ -31,7 +31,9 @@ def body_schemas() -> dict[str, dict]:
 
 
 async def read_body(request: Request, data: dict) -> TranslateRequest:
-    """Parse the request's fields into a TranslateRequest (422 naming the field on error)."""
+    """Parse the request's fields into a TranslateRequest (400 for a missing `q` or `target`, 422 naming the field
+    for other errors)."""
+    require(data, "q", "target")
     if "text/event-stream" in request.headers.get("accept", "") and "stream" not in data:
         data = {**data, "stream": True}
     return validated(TranslateRequest, data)
@@ -54,12 +56,12 @@ def alternatives(job: Job, item: Item, n: int) -> list[str]:
     return out
 
 
-def item_answer(job: Job, item: Item, body: TranslateRequest) -> dict:
+def item_answer(job: Job, item: Item, ask: Ask) -> dict:
     """One text's translation, alternatives and details."""
     results = [u.result for u in item.units]  # none when the text is all markup
     hyps = [r.hypotheses[0] for r in results]
     reason = "length" if any(h.finish_reason == "length" for h in hyps) else "eos"
-    score = sum(h.score for h in hyps) / max(len(hyps), 1) if body.parameters.return_scores else None
+    score = sum(h.score for h in hyps) / max(len(hyps), 1) if ask.parameters.return_scores else None
     details = {
         "model": job.entry.checkpoint.name,
         "input_tokens": sum(len(u.ids) for u in item.units),
@@ -70,7 +72,7 @@ def item_answer(job: Job, item: Item, body: TranslateRequest) -> dict:
         "total_ms": round(max((r.total_s for r in results), default=0.0) * 1000, 3),
         "cached": False,
     }
-    return {"text": job.texts(item), "alternatives": alternatives(job, item, body.alternatives), "details": details}
+    return {"text": job.texts(item), "alternatives": alternatives(job, item, ask.alternatives), "details": details}
 
 
 def assemble(answers: list[dict], body: TranslateRequest, detected: dict | None) -> dict:
@@ -94,7 +96,7 @@ def with_glossary(answer: dict, planned: Plan, index: int) -> dict:
 
 def response_body(job: Job, body: TranslateRequest, planned: Plan) -> dict:
     """The answer of a job that ran every text (also the `done` event)."""
-    answers = [with_glossary(item_answer(job, item, body), planned, i) for i, item in enumerate(job.items)]
+    answers = [with_glossary(item_answer(job, item, planned.ask), planned, i) for i, item in enumerate(job.items)]
     return assemble(answers, body, job.detected)
 
 
@@ -145,10 +147,19 @@ async def start(job: Job, service: Service) -> None:
 
 
 async def answer(request: Request, body: TranslateRequest, planned: Plan, service: Service) -> JSONResponse:
-    """The JSON answer: cached texts from the cache, the others from the engine (then cached); X-Cache says which."""
+    """The JSON answer, with timing headers and X-Cache."""
+    answers, job, headers = await run_texts(request, planned, body.texts, service)
+    return JSONResponse(assemble(answers, body, planned.route.detected), headers={**timing_headers(job), **headers})
+
+
+async def run_texts(
+    request: Request, planned: Plan, texts: list[str], service: Service
+) -> tuple[list[dict], Job | None, dict[str, str]]:
+    """Each planned text's answer (item_answer's shape, whatever the dialect): cached texts from the cache, the others
+    from one engine job (then cached); the job (None: the cache answered all) and X-Cache (hit, miss or partial)."""
     n = len(planned.layouts)
     use_cache = service.cache.enabled and cacheable(planned.params, False)
-    keys = planned.cache_keys(body.texts) if use_cache else []
+    keys = planned.cache_keys(texts) if use_cache else []
     answers = await service.cache.get_many(keys) if use_cache else [None] * n
     misses = [i for i, a in enumerate(answers) if a is None]
     job = planned.job([planned.layouts[i] for i in misses], service.settings) if misses else None
@@ -159,16 +170,14 @@ async def answer(request: Request, body: TranslateRequest, planned: Plan, servic
         finally:
             service.inflight -= 1
         for i, item in zip(misses, job.items, strict=True):
-            answers[i] = item_answer(job, item, body)
+            answers[i] = item_answer(job, item, planned.ask)
         if use_cache:
             await service.cache.put_many({keys[i]: stored(answers[i]) for i in misses})
     for i in set(range(n)) - set(misses):
         answers[i]["details"].update(queue_ms=0.0, total_ms=0.0, cached=True)
     answers = [with_glossary(a, planned, i) for i, a in enumerate(answers)]  # on cached answers too
-    headers = timing_headers(job)
-    if use_cache:
-        headers["x-cache"] = "miss" if len(misses) == n else "hit" if not misses else "partial"
-    return JSONResponse(assemble(answers, body, planned.route.detected), headers=headers)
+    headers = {"x-cache": "miss" if len(misses) == n else "hit" if not misses else "partial"} if use_cache else {}
+    return answers, job, headers
 
 
 def stored(answer: dict) -> dict:

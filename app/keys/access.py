@@ -45,7 +45,20 @@ class Limiter:
 
     def _refuse(self, reason: str, status: int, error_type: str, message: str, headers: dict | None = None):
         self.metrics.limit_rejections.labels(reason).inc()
-        return ApiError(status, error_type, message, headers)
+        return ApiError(status, error_type, message, headers, reason)
+
+    async def record(self, api_key: str) -> KeyRecord | None:
+        """The live record of a key (kept a second), else None."""
+        record = self.records.get(api_key)
+        if record is None:
+            record = await self.store.lookup(api_key)
+        if record is not None:
+            self.records[api_key] = record
+        return record
+
+    async def chars_today(self, subject: str) -> int:
+        """Characters counted today against a subject's daily limit (0 when nothing is counted: no keys, no limits)."""
+        return (await self.store.usage(subject))["chars_today"] if self.active else 0
 
     async def limits_for(self, api_key: object, client: str) -> tuple[str, dict[str, int]]:
         """(subject counted, its limits): the key's name and overrides, or the client's address and the defaults."""
@@ -53,12 +66,9 @@ class Limiter:
             return f"ip:{client}", self.defaults
         if not api_key or not isinstance(api_key, str):
             raise self._refuse("missing_key", 403, "forbidden", "api_key: an API key is required on this server")
-        record = self.records.get(api_key)
-        if record is None:
-            record = await self.store.lookup(api_key)
+        record = await self.record(api_key)
         if record is None:
             raise self._refuse("invalid_key", 403, "forbidden", "api_key: invalid API key")
-        self.records[api_key] = record
         overrides = {k: v for k, v in record.limits.items() if v is not None}
         return f"key:{record.name}", {**self.defaults, **overrides}
 

@@ -86,8 +86,10 @@ class Constraints:
 
     def bank(self, matched: Tensor, met: Tensor, rows: Tensor) -> Tensor:
         """Constraint tokens met by a progress (matched, met (*S, J)) of rows `rows` (*S): whole constraints met
-        count their length, the one under way its tokens matched so far."""
-        return torch.where(met, self.length[rows], matched).sum(-1)
+        count their length, and the furthest one under way its tokens matched so far (constraints that start alike
+        are under way together: counting each would reward repeating their common start)."""
+        under_way = F.pad(matched.masked_fill(met, 0), (0, 1)).amax(-1)  # (*S,) 0 without constraints
+        return torch.where(met, self.length[rows], 0).sum(-1) + under_way
 
 
 def extra_candidates(scores: Tensor, rows: Tensor, cons: Constraints) -> tuple[Tensor, Tensor]:

@@ -96,7 +96,7 @@ def test_another_keys_glossary_answers_404(keyed):
         ({"entries": 'cat,"gato\n', "entries_format": "csv"}, 422, "entries: malformed CSV"),
         ({"entries": "cat;gato", "entries_format": "csv"}, 422, "entries line 1: expected 2 comma-separated fields"),
         ({"entries_format": "xlsx"}, 422, "entries_format: must be one of tsv, csv"),
-        ({"target": "de"}, 400, "no model for source 'en' -> target 'de'"),
+        ({"target": "de"}, 400, "de is not supported"),
         ({"name": ""}, 422, "name"),
     ],
 )

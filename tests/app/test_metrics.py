@@ -16,7 +16,7 @@ from tests.app.helpers import LONG, body, ok, wait_for
 from tests.contract import GAUGES, HISTOGRAMS
 
 COUNTERS = [name.removesuffix("_total") for name in contract.COUNTERS]  # family names
-LABELS = {"model", "phase", "finish_reason", "error_type", "reason", "le"}
+LABELS = {"model", "phase", "finish_reason", "error_type", "reason", "dialect", "le"}
 TEXTS = ["the cat sleeps", "a big red dog runs in the city", "hello world", "good night"]
 
 
@@ -85,7 +85,7 @@ def test_counters_count_requests_and_tokens(server):
 def test_failures_are_counted_once(server):
     """Each refused request adds exactly one to mt_request_failures_total{error_type}."""
     before = metrics(server.url)
-    assert httpx.post(server.url + "/translate", json=body("")).status_code == 422
+    assert httpx.post(server.url + "/translate", json=body("")).status_code == 400
     assert httpx.post(server.url + "/translate", json=body("x", parameters={"top_p": 3})).status_code == 422
     assert (
         httpx.post(server.url + "/translate", content=b"{", headers={"content-type": "application/json"}).status_code

@@ -32,6 +32,7 @@ METRIC_LABELS = {
     "mt_request_failures_total": {"error_type"},
     "mt_step_duration_seconds": {"phase"},
     "mt_limit_rejections_total": {"reason"},
+    "mt_api_requests_total": {"dialect"},
 }
 SCRAPE_LABELS = {"instance", "job", "le", "namespace", "pod"}
 

@@ -89,3 +89,16 @@ def test_no_constraint_changes_nothing(model):
     """Constraints of () leave the parameters, and so the output, as they were."""
     params = DecodeParams(max_new_tokens=20)
     assert params.constrained(()) is params
+
+
+def test_constraints_that_start_alike_count_their_common_start_once():
+    """Two constraints under way with the same first token: the bank counts the furthest one, so repeating the common
+    start does not rank with going on (counting both kept a random model repeating it forever)."""
+    cons = Constraints.start([((2, 7, 8), (2, 9))], torch.device("cpu"))
+    rows = torch.tensor([0])
+    after_start = cons.advance(rows, torch.tensor([2]))
+    again = after_start.bank(*after_start.after(rows, torch.tensor([2])), rows)
+    onward = after_start.bank(*after_start.after(rows, torch.tensor([9])), rows)
+    assert again.tolist() == [1] and onward.tolist() == [2]
+    met = after_start.advance(rows, torch.tensor([9]))
+    assert met.bank(met.matched, met.met, rows).tolist() == [2]  # (2, 9) met: its length
