@@ -10,22 +10,24 @@ from app.api.deps import ServiceDep
 router = APIRouter(prefix="/health")
 
 
+def alive(service: ServiceDep, word: str) -> JSONResponse:
+    """{"status": word} while the process can serve (also while loading or draining); 503 once it never can."""
+    why = service.broken()
+    if why is None:
+        return JSONResponse({"status": word})
+    return JSONResponse({"status": "broken", "reason": why, "error_type": "not_ready"}, 503)
+
+
 @router.get("")
 async def health(service: ServiceDep) -> JSONResponse:
     """LibreTranslate's health check: {"status": "ok"} while the process can serve (as /health/live)."""
-    why = service.broken()
-    if why is None:
-        return JSONResponse({"status": "ok"})
-    return JSONResponse({"status": "broken", "reason": why, "error_type": "not_ready"}, 503)
+    return alive(service, "ok")
 
 
 @router.get("/live")
 async def live(service: ServiceDep) -> JSONResponse:
     """200 while the process can serve (also while loading or draining); 503 once it never can: restart it."""
-    why = service.broken()
-    if why is None:
-        return JSONResponse({"status": "live"})
-    return JSONResponse({"status": "broken", "reason": why, "error_type": "not_ready"}, 503)
+    return alive(service, "live")
 
 
 @router.get("/ready")
