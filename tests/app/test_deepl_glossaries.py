@@ -121,8 +121,13 @@ def test_another_keys_glossary_is_not_found(translator, keyed):
     with pytest.raises(deepl.GlossaryNotFoundException):
         other.delete_glossary(mine.glossary_id)
     assert mine.glossary_id not in [g.glossary_id for g in other.list_glossaries()]
-    r = v2(url, "POST", "/translate", key=OTHER,
-           json={"text": [TEXT], "source_lang": "EN", "target_lang": "ES", "glossary_id": mine.glossary_id})
+    r = v2(
+        url,
+        "POST",
+        "/translate",
+        key=OTHER,
+        json={"text": [TEXT], "source_lang": "EN", "target_lang": "ES", "glossary_id": mine.glossary_id},
+    )
     assert r.status_code == 404 and "glossary_id" in r.json()["message"]
     assert translator.get_glossary(mine.glossary_id).entry_count == 1  # still there for its owner
 
@@ -133,8 +138,9 @@ def test_translate_document_with_a_glossary(translator, keyed, tmp_path):
     glossary = translator.create_glossary("doc", "EN", "ES", {"file": "fichero"})
     data = build.word([TEXT, "The house is big."])
     (tmp_path / "a.docx").write_bytes(data)
-    status = translator.translate_document_from_filepath(tmp_path / "a.docx", tmp_path / "out.docx",
-                                                         source_lang="EN", target_lang="ES", glossary=glossary)
+    status = translator.translate_document_from_filepath(
+        tmp_path / "a.docx", tmp_path / "out.docx", source_lang="EN", target_lang="ES", glossary=glossary
+    )
     assert status.done
     got = [p.text for p in docx.Document(tmp_path / "out.docx").paragraphs]
     r = httpx.post(url + "/translate_file", files={"file": ("a.docx", data)}, timeout=120,
