@@ -71,6 +71,18 @@ async def request_terms(service: Service, request: Request, fields: dict) -> Ter
         raise refused(exc) from None
 
 
+def built(service: Service, who: str, name: str, pair: tuple[str, str], text: str, fmt: str) -> Glossary:
+    """A new glossary of `who` for the served pair from TSV or CSV entries (every API's POST makes it here; nothing
+    stored yet): 4xx naming the entry or the limit, 422 for no entry."""
+    try:
+        entries = checked(parse_text(text, fmt, "entries"), service.glossaries.limits, "entries")
+    except GlossaryError as exc:
+        raise refused(exc) from None
+    if not entries:
+        raise ApiError(422, "validation", "entries: no entry")
+    return Glossary(name, *pair, entries, owner=who)
+
+
 @router.post("/glossaries", status_code=201, responses=ERRORS)
 async def create(request: Request, service: ServiceDep, fields: FieldsDep) -> JSONResponse:
     """Store a glossary for one language pair from TSV or CSV entries; its description (201)."""
@@ -79,14 +91,7 @@ async def create(request: Request, service: ServiceDep, fields: FieldsDep) -> JS
     if body.source == "auto":
         raise ApiError(422, "validation", "source: a glossary needs a source language, not 'auto'")
     service.route(body.source, body.target)  # 400 unsupported_language for a pair no model serves
-    try:
-        items = parse_text(body.entries, body.entries_format, "entries")
-        entries = checked(items, service.glossaries.limits, "entries")
-    except GlossaryError as exc:
-        raise refused(exc) from None
-    if not entries:
-        raise ApiError(422, "validation", "entries: no entry")
-    glossary = Glossary(body.name, body.source, body.target, entries, owner=who)
+    glossary = built(service, who, body.name, (body.source, body.target), body.entries, body.entries_format)
     await service.glossaries.store.add(glossary)
     return JSONResponse(glossary.info(), 201)
 

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from app.api.deepl import documents, text
+from app.api.deepl import documents, glossary_routes, text
 from app.api.deepl.errors import respond
 
 PREFIX = "/v2/"
 router = APIRouter(prefix="/v2")
 router.include_router(text.router)
 router.include_router(documents.router)
+router.include_router(glossary_routes.router)
 
 body_schemas = text.body_schemas
 __all__ = ["PREFIX", "body_schemas", "respond", "router"]

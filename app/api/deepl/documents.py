@@ -77,7 +77,7 @@ async def upload(request: Request, service: ServiceDep, key: DeepLKey) -> dict:
     """Start translating an uploaded document; its id and key, for its status and result."""
     fields, filename, data = await read_upload(request, service)
     source, target = languages_of(service, fields.source_lang, fields.target_lang)
-    glossary_for(fields.glossary_id, fields.source_lang, target)
+    terms = await glossary_for(service, request, key, fields.glossary_id, fields.source_lang)
     ext = extension(filename)
     if fields.output_format and fields.output_format.lower().lstrip(".") != ext:
         raise bad(f"Value for 'output_format' not supported: {fields.output_format} (no conversion from .{ext})")
@@ -88,7 +88,7 @@ async def upload(request: Request, service: ServiceDep, key: DeepLKey) -> dict:
     text = "".join(seg.text for seg in doc.segments)
     await service.limiter.admit(key, client_of(request), [text])
     sample = " ".join(seg.text for seg in doc.segments)[:DETECT_CHARS] or "-"
-    rounds = Rounds(plan_route(service, Ask(source, target), [sample]), s)
+    rounds = Rounds(plan_route(service, Ask(source, target, glossary=terms), [sample]), s)
     jobs = jobs_of(service)
     doc_id, doc_key = await asyncio.to_thread(jobs.create, safe_filename(filename), media_type, len(text))
     task = asyncio.create_task(run(jobs, doc_id, doc, rounds, service))

@@ -63,3 +63,15 @@ class TranslateDocument(BaseModel):
     output_format: str | None = Field(None, description="the input's own format only (no conversion)")
     formality: Formality = "default"
     glossary_id: str | None = None
+
+
+class CreateGlossary(BaseModel):
+    """POST /v2/glossaries (JSON or form; required fields are checked before, in DeepL's words)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    name: str = Field(min_length=1, max_length=256)
+    source_lang: str = Field(max_length=16, description="DeepL code of the source terms (any case)")
+    target_lang: str = Field(max_length=16, description="DeepL code of the target terms (any case)")
+    entries: str = Field(description="TSV (source<TAB>target per line) or CSV (source,target per row)")
+    entries_format: Literal["tsv", "csv"] = "tsv"

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
@@ -65,7 +67,7 @@ def values_not_supported(exc: ValidationError) -> str:
 
 
 def ask_of(body: TranslateText, service: Service) -> Ask:
-    """What a /v2/translate body asks for, in the planner's words."""
+    """What a /v2/translate body asks for, in the planner's words (its glossary resolved after)."""
     source, target = languages_of(service, body.source_lang, body.target_lang)
     params = Parameters(split_sentences=body.split_sentences != "0")
     return Ask(source, target, params, format=body.tag_handling or "text", ignore_tags=frozenset(body.ignore_tags))
@@ -85,7 +87,7 @@ async def translate(request: Request, service: ServiceDep, fields: FieldsDep, ke
     """Translate `text` (one or more, in order) into `target_lang`; `source_lang` omitted: detected."""
     body = read(fields)
     ask = ask_of(body, service)
-    glossary_for(body.glossary_id, body.source_lang, ask.target)
+    ask = replace(ask, glossary=await glossary_for(service, request, key, body.glossary_id, body.source_lang))
     await service.limiter.admit(key, client_of(request), body.text)
     planned = plan(service, ask, body.text)
     answers, _, headers = await run_texts(request, planned, body.text, service)
