@@ -134,6 +134,8 @@ class FileJob:
         segments = len(self.doc.segments)
         route = self.rounds.plan.route
         details = {"model": route.entry.checkpoint.name, "segments": segments, "flagged": flagged}
+        if self.rounds.plan.glossary is not None:
+            details["glossary"] = self.rounds.glossary_report()
         if self.direct:
             return {"file": out, "details": details}
         name = await asyncio.to_thread(store(service).put, out, self.filename, self.fields.api_key)

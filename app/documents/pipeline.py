@@ -27,6 +27,7 @@ class Rounds:
         self.plan, self.settings = plan, settings
         self.done = self.total = 0
         self.changed = asyncio.Event()
+        self.terms: dict[tuple[str, str], list[int]] = {}  # glossary entry -> [texts it matched, of them applied]
 
     async def translate(self, texts: list[str]) -> dict[str, str]:
         """Each distinct text's translation (long texts cut into sentences), from one job."""
@@ -46,7 +47,18 @@ class Rounds:
             job.abort()
             raise
         await job.wait_all(progress=self._count)
-        return {text: job.texts(item) for text, item in zip(unique, job.items, strict=True)}
+        out = {text: job.texts(item) for text, item in zip(unique, job.items, strict=True)}
+        if self.plan.glossary is not None:
+            for text, translation in out.items():
+                for e in self.plan.glossary.report(self.plan.glossary.matched(text), translation):
+                    tally = self.terms.setdefault((e["source"], e["target"]), [0, 0])
+                    tally[0], tally[1] = tally[0] + 1, tally[1] + e["applied"]
+        return out
+
+    def glossary_report(self) -> list[dict]:
+        """details.glossary of a document: each matched entry, the texts it matched and in how many its target
+        appears (a text translated again to repair its placeholders counts again)."""
+        return [{"source": s, "target": t, "matched": n, "applied": a} for (s, t), (n, a) in self.terms.items()]
 
     def _count(self) -> None:
         """One more unit finished."""

@@ -187,3 +187,17 @@ def test_terms_are_enforced_by_the_decoder(builtin):
     assert ok(builtin.url, texts, glossary={"zebra": "cebra"})["translatedText"] == plain
     _, events = stream(builtin.url, texts[:1], glossary=glossary)
     assert events[-1].data["translatedText"] == out[:1]
+
+
+def test_a_document_reports_its_terms(builtin):
+    """/translate_file with an inline glossary: the downloaded text holds the targets, and details.glossary counts,
+    per entry, the texts it matched and those whose translation holds its target."""
+    text = "Open the file.\n\nThe file is on the computer.\n\nGood morning.\n"
+    files = {"file": ("notes.txt", text.encode(), "text/plain")}
+    data = {"source": "en", "target": "es", "glossary": "file\tfichero\ncomputer\tordenador\nzebra\tcebra"}
+    r = httpx.post(builtin.url + "/translate_file", files=files, data=data, timeout=120)
+    assert r.status_code == 200, r.text
+    report = {e["source"]: (e["target"], e["matched"], e["applied"]) for e in r.json()["details"]["glossary"]}
+    assert report == {"file": ("fichero", 2, 2), "computer": ("ordenador", 1, 1)}
+    out = httpx.get(r.json()["translatedFileUrl"], timeout=30).text
+    assert out.count("fichero") == 2 and "ordenador" in out and "archivo" not in out
