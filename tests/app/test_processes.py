@@ -105,12 +105,13 @@ def test_killed_core_fails_in_flight_at_once_and_exits_non_zero(native_dir):
     server = ServerProcess("--model", str(native_dir), "--max-batch-size", "4", "--warmup-rounds", "0").wait()
     try:
         (core,), _ = server.processes()
-        job = body([f"the dog {i} runs in the city" for i in range(4)], parameters=LONG)  # seconds of work
+        texts = [f"the dog {i} runs in the city" for i in range(32)]  # 8 rounds of 4 rows: seconds of work, so that
+        job = body(texts, parameters=LONG)  # the running job cannot finish before the kill (4 texts could, in 0.3 s)
         with ThreadPoolExecutor(4) as pool:
             futures = [pool.submit(json_outcome, server.url, job) for _ in range(2)]
             futures += [pool.submit(stream_outcome, server.url, job) for _ in range(2)]
             queued = lambda m: value(m, "mt_requests_running") + value(m, "mt_requests_waiting")
-            wait_for(lambda: queued(metrics(server.url)) == 16, timeout=30)  # all four jobs are in
+            wait_for(lambda: queued(metrics(server.url)) == 4 * 32, timeout=30)  # all four jobs are in
             assert not any(f.done() for f in futures)
             os.kill(core, signal.SIGKILL)
             killed = time.monotonic()
