@@ -170,7 +170,7 @@ class DecodeState:
         t = self.max_length + 1
         if t > self.pool.sizes[1]:
             self.pool.reserve(self.rows, t, len(self.seqs), self.src_len)
-        if t >= self.search.positions:  # the step writes position t - 1 of each row's history
+        if t > self.search.positions:  # the step writes position t - 1 of each row's history
             self.search = self.search.fit(0, t + GROW)
         if self.stale:
             places = self.search.score.shape[1]
