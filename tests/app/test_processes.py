@@ -110,8 +110,9 @@ def test_killed_core_fails_in_flight_at_once_and_exits_non_zero(native_dir):
         with ThreadPoolExecutor(4) as pool:
             futures = [pool.submit(json_outcome, server.url, job) for _ in range(2)]
             futures += [pool.submit(stream_outcome, server.url, job) for _ in range(2)]
-            queued = lambda m: value(m, "mt_requests_running") + value(m, "mt_requests_waiting")
-            wait_for(lambda: queued(metrics(server.url)) == 4 * 32, timeout=30)  # all four jobs are in
+            finished = lambda m: sum(v for (name, _), v in m.items() if name == "mt_requests_total")  # noqa: E731
+            seen = lambda m: value(m, "mt_requests_running") + value(m, "mt_requests_waiting") + finished(m)  # noqa: E731
+            wait_for(lambda: seen(metrics(server.url)) == 4 * 32, timeout=30)  # all four jobs are in
             assert not any(f.done() for f in futures)
             os.kill(core, signal.SIGKILL)
             killed = time.monotonic()
