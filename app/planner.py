@@ -62,7 +62,9 @@ class Plan:
 
     def unit_params(self, unit: str) -> DecodeParams:
         """A unit's decoding parameters: the plan's, constrained by the glossary's targets the unit matches."""
-        return self.params.constrained(self.glossary.constraints(unit)) if self.glossary else self.params
+        if self.glossary is None:
+            return self.params
+        return self.params.constrained(self.glossary.constraints(unit), most=self.glossary.max_constraints + 1)
 
     def keep(self, text: str) -> list[tuple[int, int]]:
         """Spans of a text kept as they are by the glossary (do-not-translate entries), if any."""

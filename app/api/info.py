@@ -96,7 +96,8 @@ async def info(service: ServiceDep) -> dict:
         "max_entry_bytes": s.glossary_max_entry_bytes,
         "max_bytes": s.glossary_max_bytes,
         "constraints_per_unit": max(0, s.max_beam_size - 1),
-        "beam": "a unit with n constraints decodes with a beam of at least max(2, n + 1), greedy requests too",
+        "beam": "a unit with n constraints, the longest of t tokens, decodes with a beam of at least "
+        "max(2, n + 1, min(t + 1, max_beam_size)), greedy requests too",
     }
     ok, reason = service.readiness()
     return {"version": _version(), "ready": ok, "status": reason, "models": models, "limits": limits,

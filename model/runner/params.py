@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+MOST_BEAM = 8  # the widest beam a glossary's terms raise a request to (the server passes its max_beam_size)
+
 
 @dataclass(frozen=True)
 class DecodeParams:
@@ -51,12 +53,12 @@ class DecodeParams:
             if not ok:
                 raise ValueError(message)
 
-    def constrained(self, constraints: tuple[tuple[int, ...], ...]) -> DecodeParams:
-        """These parameters with `constraints` to meet, the beam raised to the smallest that constrained decoding
-        needs (a greedy request decodes with it too); unchanged when there are none."""
+    def constrained(self, constraints: tuple[tuple[int, ...], ...], most: int = MOST_BEAM) -> DecodeParams:
+        """These parameters with `constraints` to meet, the beam raised to what constrained decoding needs, at most
+        `most` (a greedy request decodes with it too); unchanged when there are none."""
         if not constraints:
             return self
-        beam = max(self.beam_size, constrained_beam(constraints))
+        beam = max(self.beam_size, constrained_beam(constraints, most))
         return dataclasses.replace(self, constraints=tuple(constraints), beam_size=beam)
 
     @property
@@ -78,10 +80,12 @@ class DecodeParams:
         return self.beam_size
 
 
-def constrained_beam(constraints: tuple[tuple[int, ...], ...]) -> int:
-    """The smallest beam that decodes with these constraints: one hypothesis for each count of constraints met (0 to
-    all), so that the beam keeps a place for every stage of progress (dynamic beam allocation)."""
-    return max(2, len(constraints) + 1)
+def constrained_beam(constraints: tuple[tuple[int, ...], ...], most: int = MOST_BEAM) -> int:
+    """The beam these constraints decode with: a place for each count of constraints met (0 to all) at least, and
+    for each token of the longest one up to `most`, so that the allocation keeps a hypothesis at every stage of a
+    term besides those that follow the model (with fewer, a term is rushed in: "A fichero en Firefox." at beam 2,
+    "Abrir el fichero en Firefox." at 4, for a 3-token term)."""
+    return max(2, len(constraints) + 1, min(max(map(len, constraints)) + 1, most))
 
 
 @dataclass(frozen=True)
