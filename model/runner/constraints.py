@@ -70,8 +70,7 @@ class Constraints:
         matched, met = self.matched[rows], self.met[rows]
         t = tokens[..., None]
         next_token = cons.gather(-1, matched.clamp(max=cons.shape[-1] - 1)[..., None])[..., 0]  # (*S, J)
-        first = cons[..., 0] if cons.shape[-1] else torch.full_like(length, -1)
-        matched = torch.where(t == next_token, matched + 1, (t == first).long())
+        matched = torch.where(t == next_token, matched + 1, (t == cons[..., 0]).long())
         met = met | (matched >= length)
         return matched.masked_fill(met, 0), met
 
@@ -97,7 +96,7 @@ def extra_candidates(scores: Tensor, rows: Tensor, cons: Constraints) -> tuple[T
     (R, J + 1) tokens and their scores from `scores` (N, V) (-inf where there is none)."""
     c = cons.tokens.index_select(0, rows)  # (R, J, L)
     matched, met = cons.matched.index_select(0, rows), cons.met.index_select(0, rows)
-    nxt = c.gather(2, matched.clamp(max=c.shape[2] - 1)[:, :, None])[:, :, 0] if c.shape[2] else matched - 1
+    nxt = c.gather(2, matched.clamp(max=c.shape[2] - 1)[:, :, None])[:, :, 0]
     nxt = nxt.masked_fill(met, -1)  # (R, J)
     row_scores = scores.index_select(0, rows)  # (R, V)
     best = row_scores.argmax(1, keepdim=True)  # (R, 1)

@@ -130,8 +130,8 @@ class DecodeLoop:
         st, cfg = self.state, self.runner.cfg
         table = st.prepare()
         forced = table.forced(st.row_steps(), cfg.eos_id) if table.forcing else []
-        b = iter(range(len(st.seqs)))
-        ran = [(s, s.first, next(b) if s.beam else -1, s.steps) for s in st.seqs]
+        beam = {id(s): b for b, s in enumerate(st.beams())}  # each beam request's group in the step's moves
+        ran = [(s, s.first, beam.get(id(s), -1), s.steps) for s in st.seqs]
         logits = self.runner.step_logits(st).float()  # (N, V)
         st.advance()
         steps = st.pool.positions[: st.rows] - 1  # (N,) steps each row had launched before this one

@@ -26,6 +26,15 @@ def grown(x: Tensor, sizes: dict[int, int]) -> Tensor:
     return out
 
 
+def _copy_rows(buffers: tuple[Tensor, ...], dst: Tensor, src: Tensor, used: int) -> None:
+    """Rows dst[i] of each (L, R, H, T, D) buffer take rows src[i]'s first `used` positions, layer by layer (1.3-1.7x
+    faster than indexing all at once), whole rows once most positions are used (one block each)."""
+    for buf in buffers:
+        for i in range(buf.shape[0]):
+            layer = buf[i, :, :, :used] if 3 * used < 2 * buf.shape[3] else buf[i]  # (R, H, t, D)
+            layer.index_copy_(0, dst, layer.index_select(0, src))
+
+
 @dataclass
 class KVPool:
     """Buffers for R rows of T positions and G slots of S source positions; the static step's pool is allocated once
@@ -75,27 +84,18 @@ class KVPool:
 
     def move_rows(self, dst: Tensor, src: Tensor, used: int) -> None:
         """Rows dst[i] take rows src[i]'s K/V (their first `used` positions) and position; on the device."""
-        for buf in (self.k, self.v):
-            for i in range(buf.shape[0]):  # per layer (R, H, T, D): 1.3-1.7x faster than indexing all at once
-                layer = buf[i, :, :, :used] if 3 * used < 2 * buf.shape[3] else buf[i]  # whole rows once most
-                layer.index_copy_(0, dst, layer.index_select(0, src))  # positions are used: one block each
+        self.reorder(dst, src, used)
         self.positions[dst] = self.positions[src]
 
     def move_slots(self, dst: Tensor, src: Tensor, source: int) -> None:
         """Slots dst[i] take slot src[i]'s cross-attention K/V (first `source` positions) and mask."""
-        for buf in (self.ck, self.cv):
-            for i in range(buf.shape[0]):
-                layer = buf[i, :, :, :source]
-                layer.index_copy_(0, dst, layer.index_select(0, src))
+        _copy_rows((self.ck, self.cv), dst, src, source)
         self.mask[dst] = self.mask[src]
 
     def reorder(self, rows: Tensor, parents: Tensor, used: int) -> None:
         """Rows rows[i] take the self-attention K/V of rows parents[i] (beams of one request among themselves: their
         positions are equal); on the device, no host sync."""
-        for buf in (self.k, self.v):
-            for i in range(buf.shape[0]):
-                layer = buf[i, :, :, :used]  # (R, H, t, D)
-                layer.index_copy_(0, rows, layer.index_select(0, parents))
+        _copy_rows((self.k, self.v), rows, parents, used)
 
     def inputs(self, tokens: Tensor, extent: tuple[int, int, int], slots: int, uniform: bool, layout: Groups | None
                ) -> StepInputs:  # fmt: skip
