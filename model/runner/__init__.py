@@ -1,6 +1,7 @@
 """The decode runtime: the decode state (`state`: every running request's rows, their device columns and the K/V
 pool of `pool`), the loop that owns it with the step in flight (`loop`), the runners that run a step's network work
-(`eager`, and `static`: static shapes and CUDA graphs), token choice and sampling (`choice`), beam search (`beams`)
+(`eager`, and `static`: static shapes and CUDA graphs), the cache of CUDA graphs of the step's work after the
+logits (`graphs`), token choice and sampling (`choice`), beam search (`beams`)
 and logit processors (`processors`) on the device, the per-row constants (`rows`), source slots (`slots`) and host
 transfers (`transfer`)."""
 
@@ -13,6 +14,7 @@ if TYPE_CHECKING:
     from torch import Tensor
 
     from model.network.config import ModelConfig
+    from model.runner.graphs import Graphs
     from model.runner.pool import KVPool
     from model.runner.state import DecodeState
 
@@ -21,6 +23,7 @@ class Runner(Protocol):
     """What runs a decode state's network work: `Eager` (the network at each batch's shapes) or `StaticDecoder`."""
 
     cfg: ModelConfig
+    work: Graphs  # how the step's work after the logits runs: eagerly, or as CUDA graphs
 
     @property
     def device(self) -> torch.device: ...

@@ -283,7 +283,7 @@ def _stable(
     lengths = torch.cat([(k.steps + 1)[:, None].expand(g, b), state.length], 1)  # (G, 2B)
     counts = torch.cat([torch.arange(b, device=live.device) < n[:, None], contender], 1)
     differs = (seqs != live[:, :1]) | (at[:, None, :] >= lengths[:, :, None])
-    differs[:, :, -1] = True  # (G, 2B, W+1): the shared run ends within the window
+    differs[:, :, -1].fill_(True)  # (G, 2B, W+1): the shared run ends within the window
     shared = torch.where(counts, differs.byte().argmax(2), WINDOW).amin(1)  # (G,) shared past the emitted ones
     stable = shared.clamp(max=WINDOW).masked_fill(done, 0)
     emitted, alive = state.emitted + stable, state.alive & ~done

@@ -28,7 +28,7 @@ def pick(scores: Tensor, logprobs: Tensor | None, table: RowTable) -> Picked:
     if table.beam_rows == scores.shape[0]:
         return Picked(None, [], False)
     tokens = scores.argmax(-1)  # (N,) first maximum; beam rows' entries go unused
-    if table.sampled:
+    if table.sampled_at is not None:
         at = table.sampled_at
         tokens.index_copy_(0, at, sample(scores.index_select(0, at), table.warp, table.generators, table.filtered))
     parts = [tokens]

@@ -8,6 +8,7 @@ import torch
 from torch import Tensor
 
 from model.network.transformer import Seq2SeqTransformer
+from model.runner.graphs import Graphs
 from model.runner.pool import KVPool
 
 if TYPE_CHECKING:
@@ -20,6 +21,7 @@ class Eager:
 
     def __init__(self, model: Seq2SeqTransformer):
         self.model, self.cfg = model, model.cfg
+        self.work = Graphs()  # the step's work after the logits runs eagerly
 
     @property
     def device(self) -> torch.device:

@@ -20,6 +20,7 @@ from model.runner.beams import HostMoves, Moves
 from model.runner.beams import step as beam_step
 from model.runner.choice import Picked, beam_candidates, pack, pick, unpack
 from model.runner.eager import Eager
+from model.runner.pool import copy_rows
 from model.runner.processors import process
 from model.runner.rows import RowTable
 from model.runner.search import Request, Seq, StepOutput
@@ -129,36 +130,18 @@ class DecodeLoop:
         """Queue one step's device work for every row and start copying its choices to the host."""
         st, cfg = self.state, self.runner.cfg
         table = st.prepare()
-        forced = table.forced(st.row_steps(), cfg.eos_id) if table.forcing else []
+        forced = table.forced(st.row_steps(), cfg.eos_id, st.device) if table.forcing else None
         beam = {id(s): b for b, s in enumerate(st.beams())}  # each beam request's group in the step's moves
         ran = [(s, s.first, beam.get(id(s), -1), s.steps) for s in st.seqs]
-        logits = self.runner.step_logits(st).float()  # (N, V)
+        logits = self.runner.step_logits(st)  # (N, V)
         st.advance()
-        steps = st.pool.positions[: st.rows] - 1  # (N,) steps each row had launched before this one
-        scores, logprobs = _process(logits, cfg, table, steps, st.search.history, forced)
-        cons = st.constraints
-        if cons is not None:  # no EOS before every constraint is met
-            scores[:, cfg.eos_id].masked_fill_(cons.unmet(), float("-inf"))
-        picked, moves = pick(scores, logprobs, table), None
-        if table.beam:
-            candidates = beam_candidates(scores, st.search.cum, st.search.rank, table.beam)
-            if cons is not None:
-                candidates = constraints.candidates(candidates, scores, st.search.cum, cons, table.beam)
-            st.search, moves = beam_step(st.search, candidates, table.beam.knobs_at(steps), cfg.eos_id)
-        parents, source, tokens = _moved(picked.tokens, moves, table, st.rows, st.device)
-        if moves is not None:  # beam rows take their parents' self-attention K/V, by device index
-            at = table.beam.rows
-            rows, from_rows = (parents.new_tensor(range(st.rows)), parents) if at is None else (at, parents[at])
-            if st.device.type == "cpu":  # only the rows whose parent is another row (a beam mostly stays in its
-                moved = (rows != from_rows).nonzero()[:, 0]  # parent's); a CPU has no device to wait for
-                rows, from_rows = rows.index_select(0, moved), from_rows.index_select(0, moved)
-            st.pool.reorder(rows, from_rows, st.max_length)
-        st.search, st.tokens = st.search.advance(parents, moves, source, tokens, steps), tokens
-        if cons is not None:
-            st.constraints = cons.advance(parents, tokens)
-        parts = picked.parts + (moves.packed() if moves else [])
+        graphs = self.runner.work
+        plan = Plan(cfg, graphs.span(st.max_length, st.pool.sizes[1]), st.device.type == "cpu")
+        refs = (st.pool.positions[: st.rows], st.pool.k, st.pool.v)
+        args = (logits, table, st.search, st.constraints, forced)
+        st.search, st.tokens, st.constraints, picked, flat = graphs.run(work, plan, refs, args)
         places = st.search.score.shape[1]
-        return Pending(ran, picked, start_fetch(pack(parts)), st.rows, len(table.beams), places)
+        return Pending(ran, picked, start_fetch(flat), st.rows, table.beam.groups if table.beam else 0, places)
 
     def _book(self, p: Pending) -> list[StepOutput]:
         """The step's choices read on the host and taken by the requests that ran it and are still running: what each
@@ -201,14 +184,57 @@ def _last_launched(seq: Seq) -> bool:
     return not seq.beam and seq.steps >= seq.params.max_new_tokens
 
 
+@dataclass(frozen=True)
+class Plan:
+    """What a step's device work reads besides its tensors: the model's config, the positions a beam reorder copies
+    per row, and whether it copies only the rows whose parent is another row (a CPU has no device to wait for)."""
+
+    cfg: ModelConfig
+    copied: int
+    sparse: bool
+
+
+def work(plan: Plan, refs: tuple[Tensor, Tensor, Tensor], args: tuple) -> tuple:
+    """A step's device work after the logits, on the device and without a host sync (one CUDA graph per key): logit
+    processing, every row's choice, the beam step, the rows' reorder (K/V in place) and the copy for the host. `refs`:
+    every row's next position (N,) (the step's own written) and the pool's self-attention K/V; `args`: the logits
+    (N, V), the rows' constants, the search and constraint columns and the forced tokens. Returns the new search
+    columns, every row's token (N,), the new constraint columns, the choices and what the host reads, flat."""
+    positions, k, v = refs
+    logits, table, search, cons, forced = args
+    cfg = plan.cfg
+    steps = positions - 1  # (N,) steps each row had launched before this one
+    scores, logprobs = _process(logits.float(), cfg, table, steps, search.history, forced)
+    if cons is not None:  # no EOS before every constraint is met
+        scores[:, cfg.eos_id].masked_fill_(cons.unmet(), float("-inf"))
+    picked, moves, n = pick(scores, logprobs, table), None, scores.shape[0]
+    if table.beam:
+        candidates = beam_candidates(scores, search.cum, search.rank, table.beam)
+        if cons is not None:
+            candidates = constraints.candidates(candidates, scores, search.cum, cons, table.beam)
+        search, moves = beam_step(search, candidates, table.beam.knobs_at(steps), cfg.eos_id)
+    parents, source, tokens = _moved(picked.tokens, moves, table, n, scores.device)
+    if moves is not None:  # beam rows take their parents' self-attention K/V, by device index
+        at = table.beam.rows
+        rows, from_rows = (torch.arange(n, device=scores.device), parents) if at is None else (at, parents[at])
+        if plan.sparse:  # only the rows whose parent is another row (a beam mostly stays in its parent's)
+            moved = (rows != from_rows).nonzero()[:, 0]
+            rows, from_rows = rows.index_select(0, moved), from_rows.index_select(0, moved)
+        copy_rows((k, v), rows, from_rows, plan.copied)
+    search = search.advance(parents, moves, source, tokens, steps)
+    if cons is not None:
+        cons = cons.advance(parents, tokens)
+    return search, tokens, cons, picked, pack(picked.parts + (moves.packed() if moves else []))
+
+
 def _process(
-    logits: Tensor, cfg: ModelConfig, table: RowTable, steps: Tensor, history: Tensor, forced: list[tuple[int, int]]
+    logits: Tensor, cfg: ModelConfig, table: RowTable, steps: Tensor, history: Tensor, forced: Tensor | None
 ) -> tuple[Tensor, Tensor | None]:
     """Logit processing: the scores the choice ranks (log-probabilities for beam rows, logits for the others) after
-    every per-row processor (each row `steps` (N,) tokens into its output; `forced` tokens as (row, token)), and the
+    every per-row processor (each row `steps` (N,) tokens into its output; `forced` tokens (N,), -1: none), and the
     log-probabilities when any row keeps scores."""
     logprobs = logits.log_softmax(-1) if table.scored else None
-    if table.beam_rows == len(table.params):
+    if table.beam_rows == logits.shape[0]:
         scores = logprobs  # processed in place: no greedy row reads the log-probabilities
     elif table.beam_rows == 0:
         scores = logits

@@ -26,7 +26,7 @@ def grown(x: Tensor, sizes: dict[int, int]) -> Tensor:
     return out
 
 
-def _copy_rows(buffers: tuple[Tensor, ...], dst: Tensor, src: Tensor, used: int) -> None:
+def copy_rows(buffers: tuple[Tensor, ...], dst: Tensor, src: Tensor, used: int) -> None:
     """Rows dst[i] of each (L, R, H, T, D) buffer take rows src[i]'s first `used` positions, layer by layer (1.3-1.7x
     faster than indexing all at once), whole rows once most positions are used (one block each)."""
     for buf in buffers:
@@ -89,13 +89,13 @@ class KVPool:
 
     def move_slots(self, dst: Tensor, src: Tensor, source: int) -> None:
         """Slots dst[i] take slot src[i]'s cross-attention K/V (first `source` positions) and mask."""
-        _copy_rows((self.ck, self.cv), dst, src, source)
+        copy_rows((self.ck, self.cv), dst, src, source)
         self.mask[dst] = self.mask[src]
 
     def reorder(self, rows: Tensor, parents: Tensor, used: int) -> None:
         """Rows rows[i] take the self-attention K/V of rows parents[i] (beams of one request among themselves: their
         positions are equal); on the device, no host sync."""
-        _copy_rows((self.k, self.v), rows, parents, used)
+        copy_rows((self.k, self.v), rows, parents, used)
 
     def inputs(self, tokens: Tensor, extent: tuple[int, int, int], slots: int, uniform: bool, layout: Groups | None
                ) -> StepInputs:  # fmt: skip

@@ -11,20 +11,19 @@ from torch import Tensor
 
 from model.network.config import ModelConfig
 from model.runner.params import DecodeParams
-from model.runner.transfer import upload, upload_parts
+from model.runner.transfer import upload_parts
 
 NEG_INF = float("-inf")
 
 
-def process(
-    scores: Tensor, cfg: ModelConfig, rows: Rows, steps: Tensor, history: Tensor, forced: list[tuple[int, int]]
-) -> Tensor:
+def process(scores: Tensor, cfg: ModelConfig, rows: Rows, steps: Tensor, history: Tensor, forced: Tensor | None
+            ) -> Tensor:  # fmt: skip
     """Every processor, in place, each row with its own parameters (`rows`: their minimum lengths and penalties) and
     the tokens it generated so far (`steps` (N,), and `history` (N, T): the first steps[i] of row i), on the device;
-    the rows' `forced` tokens, each (row, token), last."""
-    scores[:, cfg.pad_id] = NEG_INF  # padding and the decoder start are never generated
+    the rows' `forced` tokens (N,) (-1: none) last."""
+    scores[:, cfg.pad_id].fill_(NEG_INF)  # never generated, as the decoder start (`= value` makes a host tensor)
     if cfg.decoder_start_id != cfg.eos_id:  # NLLB/M2M100 start from EOS
-        scores[:, cfg.decoder_start_id] = NEG_INF
+        scores[:, cfg.decoder_start_id].fill_(NEG_INF)
     if rows.min_new is not None:
         suppress(scores, cfg.eos_id, steps < rows.min_new)
     if rows.penalties is not None:
@@ -97,7 +96,7 @@ def apply_penalties(scores: Tensor, inputs: Tensor | None, lengths: Tensor | Non
     either way."""
     for token, rows in penalties.bans:
         if rows is None:
-            scores[:, token] = NEG_INF
+            scores[:, token].fill_(NEG_INF)
         else:
             scores[:, token].index_fill_(0, rows, NEG_INF)
     if penalties.repetition is not None:
@@ -143,13 +142,12 @@ def _ban(scores: Tensor, rows: Tensor, tokens: Tensor, where: Tensor) -> None:
     scores.scatter_reduce_(1, index, scores.new_full((n, k), float("inf")).index_copy_(0, rows, banned), "amin")
 
 
-def force(scores: Tensor, forced: list[tuple[int, int]]) -> Tensor:
-    """Rows with a forced token, each (row, token), can take only that one: it scores 0, every other token -inf (in
-    place), as transformers' ForcedBOS/ForcedEOS processors do."""
-    if forced:
-        index, tokens = upload(list(zip(*forced, strict=True)), torch.long, scores.device)
-        scores.index_fill_(0, index, NEG_INF)
-        scores.index_put_((index, tokens), scores.new_zeros(()))  # a device scalar: `= 0.0` would copy and sync
+def force(scores: Tensor, forced: Tensor | None) -> Tensor:
+    """Rows with a forced token (`forced` (N,), -1: none) can take only that one: it scores 0, every other token -inf
+    (in place), as transformers' ForcedBOS/ForcedEOS processors do."""
+    if forced is not None:
+        token = torch.arange(scores.shape[1], device=scores.device) == forced[:, None]  # (N, V)
+        scores.masked_fill_((forced >= 0)[:, None] & ~token, NEG_INF).masked_fill_(token, 0.0)
     return scores
 
 

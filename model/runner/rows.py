@@ -11,10 +11,11 @@ import torch
 from torch import Tensor
 
 from model.runner.beams import Knobs
+from model.runner.graphs import host_field
 from model.runner.params import DecodeParams
 from model.runner.processors import Penalties
 from model.runner.search import Seq
-from model.runner.transfer import upload_parts
+from model.runner.transfer import upload, upload_parts
 
 
 @dataclass
@@ -45,14 +46,14 @@ class RowTable:
     the penalties, and the beam groups' constants."""
 
     places: int  # the beam moves' places per group: the batch's widest beam state
-    params: list[DecodeParams]  # per row
-    beams: list[tuple[int, int]]  # per beam group: first row and width
-    sampled: list[int]  # rows that sample
+    params: list[DecodeParams] = host_field()  # per row
+    beams: list[tuple[int, int]] = host_field()  # per beam group: first row and width
+    sampled: list[int] = host_field()  # rows that sample
     generators: list[torch.Generator | None]  # per sampled row: its own (seeded) or None (the default generator)
     filtered: bool  # a sampled row keeps only its top-k or top-p
     scored: bool  # a row keeps log-probabilities
     beam_rows: int  # rows of beam groups
-    forcing: list[tuple[int, DecodeParams]]  # rows that may be forced a token (BOS first, EOS at the limit)
+    forcing: list[tuple[int, DecodeParams]] = host_field()  # rows that may be forced a token (BOS, EOS at the limit)
     is_beam: Tensor | None
     sampled_at: Tensor | None
     warp: Tensor | None
@@ -90,9 +91,16 @@ class RowTable:
             get("min_new", Tensor.long), Penalties.of(params, device), _beams(t, groups, beams) if beams else None,
         )  # fmt: skip
 
-    def forced(self, steps: list[int], eos_id: int) -> list[tuple[int, int]]:
-        """The rows that must take one token at this step, each (row, token), after `steps` generated per row."""
-        return [(r, t) for r, p in self.forcing if (t := p.forced_token(steps[r], eos_id)) is not None]
+    def forced(self, steps: list[int], eos_id: int, device: torch.device) -> Tensor | None:
+        """The token each row must take at this step (N,) (-1: any), after `steps` generated per row; None when no row
+        must take one."""
+        forced = [(r, t) for r, p in self.forcing if (t := p.forced_token(steps[r], eos_id)) is not None]
+        if not forced:
+            return None
+        tokens = [-1] * len(steps)
+        for r, t in forced:
+            tokens[r] = t
+        return upload(tokens, torch.long, device)
 
 
 def groups_of_rows(groups: list[Seq]) -> list[Seq]:

@@ -26,6 +26,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from model.network.step import Groups, StepInputs
 from model.network.transformer import Seq2SeqTransformer
 from model.runner.eager import Eager
+from model.runner.graphs import Graphs
 from model.runner.pool import KVPool
 from model.runner.slots import plan
 from model.runner.transfer import upload
@@ -79,6 +80,7 @@ class StaticDecoder:
         self.logits = torch.zeros(max_rows, cfg.tgt_vocab_size, device=weight.device)  # (R, V) float32 outputs
         self.graphs: dict[tuple[int, int, int], torch.cuda.CUDAGraph] = {}
         self.lent: weakref.ref[KVPool] | None = None  # the pool over the static buffers a batch holds
+        self.work = Graphs()  # the step's work after the logits: as CUDA graphs once `capture` ran
 
     @property
     def device(self) -> torch.device:
@@ -187,4 +189,5 @@ class StaticDecoder:
                 self.graphs[key] = graph
         torch.cuda.current_stream().wait_stream(stream)
         self.home.positions.zero_()
+        self.work = Graphs(enabled=True)  # the work after the logits: captured per key as batches meet it
         return len(self.graphs)

@@ -38,10 +38,13 @@ def _output(o) -> tuple:
     return o.token, tuple(o.stable), hyps
 
 
-def _run(model, rounds: list[tuple[list[int], list[int]]], overlap: bool) -> tuple[dict, set, list[Request]]:
-    """Drive a loop through `rounds`, then step until every request finished: each request's outputs in order, the
-    ids that left, and the requests made."""
+def _run(model, rounds: list[tuple[list[int], list[int]]], overlap: bool, kinds=KINDS, work=None
+         ) -> tuple[dict, set, list[Request]]:  # fmt: skip
+    """Drive a loop through `rounds` (its step's work after the logits run by `work` when given), then step until
+    every request finished: each request's outputs in order, the ids that left, and the requests made."""
     loop, streams, left, made, done = DecodeLoop(model, overlap), {}, set(), [], set()
+    if work is not None:
+        loop.runner.work = work
     k = 0
     while k < len(rounds) or loop:
         joins, leaves = rounds[k] if k < len(rounds) else ([], [])
@@ -50,7 +53,7 @@ def _run(model, rounds: list[tuple[list[int], list[int]]], overlap: bool) -> tup
         if gone:
             left |= gone
             loop.keep([i for i in loop.ids if i not in gone])
-        new = [Request(len(made) + n, _src(len(made) + n), KINDS[kind]) for n, kind in enumerate(joins)]
+        new = [Request(len(made) + n, _src(len(made) + n), kinds[kind]) for n, kind in enumerate(joins)]
         made += new
         if new:
             loop.join(loop.prefill(new))
