@@ -11,6 +11,7 @@ from torch import Tensor
 from model.runner.rows import Beams, RowTable
 
 NEG_INF = float("-inf")
+M32 = 0xFFFFFFFF
 
 
 @dataclass
@@ -23,14 +24,16 @@ class Picked:
     scored: bool  # the parts carry the picked tokens' log-probabilities after the tokens
 
 
-def pick(scores: Tensor, logprobs: Tensor | None, table: RowTable) -> Picked:
-    """The device part of the choice for the rows that take one token: greedy argmax and sampling."""
+def pick(scores: Tensor, logprobs: Tensor | None, table: RowTable, steps: Tensor) -> Picked:
+    """The device part of the choice for the rows that take one token: greedy argmax and sampling (each row `steps`
+    (N,) tokens into its output)."""
     if table.beam_rows == scores.shape[0]:
         return Picked(None, [], False)
     tokens = scores.argmax(-1)  # (N,) first maximum; beam rows' entries go unused
     if table.sampled_at is not None:
         at = table.sampled_at
-        tokens.index_copy_(0, at, sample(scores.index_select(0, at), table.warp, table.generators, table.filtered))
+        drawn = sample(scores.index_select(0, at), table.warp, table.seeds, steps.index_select(0, at), table.filtered)
+        tokens.index_copy_(0, at, drawn)
     parts = [tokens]
     if logprobs is not None:
         parts.append(logprobs.gather(1, tokens[:, None])[:, 0])
@@ -104,16 +107,28 @@ def warp(logits: Tensor, temperature: Tensor, top_k: Tensor, top_p: Tensor, filt
     return logits.scatter(1, order, ordered.masked_fill(drop, NEG_INF))
 
 
-def sample(logits: Tensor, knobs: Tensor, generators: list[torch.Generator | None], filtered: bool = True) -> Tensor:
+def sample(logits: Tensor, knobs: Tensor, seeds: Tensor, steps: Tensor, filtered: bool = True) -> Tensor:
     """One token per row (S,) from its distribution warped by its temperature, top-k and top-p (`knobs` (S, 3);
-    `filtered`: some row keeps only its top-k or top-p); a row with a generator draws its noise from it, so a seeded
-    request draws the same whatever its neighbours; the others share the default generator."""
+    `filtered`: some row keeps only its top-k or top-p). A seeded row (`seeds` (S,), -1: none) draws its noise from
+    its seed and its step (`steps` (S,)), so that it draws the same whatever its neighbours; the others from the
+    default generator."""
     probs = warp(logits, knobs[:, 0], knobs[:, 1].long(), knobs[:, 2], filtered).softmax(-1)
-    noise = torch.empty_like(probs)
-    if any(g is None for g in generators):
-        noise.exponential_()
-    for row, generator in enumerate(generators):
-        if generator is not None:
-            noise[row].exponential_(generator=generator)
+    noise = uniform(seeds, steps, probs.shape[1]).log_().neg_()  # (S, V) ~ Exp(1)
+    noise = torch.where((seeds < 0)[:, None], torch.empty_like(probs).exponential_(), noise)
     # argmax of p / E with E ~ Exp(1): the exponential race picks token i with probability p_i
     return probs.div_(noise.clamp_min_(torch.finfo(noise.dtype).tiny)).argmax(-1)
+
+
+def uniform(seeds: Tensor, steps: Tensor, vocab: int) -> Tensor:
+    """(S, V) uniforms in (0, 1) hashed from each row's folded seed (S,), its step (S,) and the token: counter-based,
+    with no generator state for a CUDA graph to hold, and the same whatever else the device draws."""
+    h = _mix(_mix(seeds & M32) ^ steps)  # (S,)
+    x = _mix(_mix(h[:, None] ^ torch.arange(vocab, device=seeds.device)))  # (S, V)
+    return ((x >> 8).float() + 0.5) / float(1 << 24)
+
+
+def _mix(x: Tensor) -> Tensor:
+    """A 32-bit integer hash of each entry (0 <= x < 2**32: the int64 products stay below 2**63)."""
+    x = ((x ^ (x >> 16)) * 0x7FEB352D) & M32
+    x = ((x ^ (x >> 15)) * 0x5F356495) & M32
+    return x ^ (x >> 16)

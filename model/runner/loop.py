@@ -207,7 +207,7 @@ def work(plan: Plan, refs: tuple[Tensor, Tensor, Tensor], args: tuple) -> tuple:
     scores, logprobs = _process(logits.float(), cfg, table, steps, search.history, forced)
     if cons is not None:  # no EOS before every constraint is met
         scores[:, cfg.eos_id].masked_fill_(cons.unmet(), float("-inf"))
-    picked, moves, n = pick(scores, logprobs, table), None, scores.shape[0]
+    picked, moves, n = pick(scores, logprobs, table, steps), None, scores.shape[0]
     if table.beam:
         candidates = beam_candidates(scores, search.cum, search.rank, table.beam)
         if cons is not None:

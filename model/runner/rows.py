@@ -49,7 +49,6 @@ class RowTable:
     params: list[DecodeParams] = host_field()  # per row
     beams: list[tuple[int, int]] = host_field()  # per beam group: first row and width
     sampled: list[int] = host_field()  # rows that sample
-    generators: list[torch.Generator | None]  # per sampled row: its own (seeded) or None (the default generator)
     filtered: bool  # a sampled row keeps only its top-k or top-p
     scored: bool  # a row keeps log-probabilities
     beam_rows: int  # rows of beam groups
@@ -57,6 +56,7 @@ class RowTable:
     is_beam: Tensor | None
     sampled_at: Tensor | None
     warp: Tensor | None
+    seeds: Tensor | None  # (S,) long: each sampled row's folded seed, -1 without one
     min_new: Tensor | None
     penalties: Penalties | None
     beam: Beams | None
@@ -76,6 +76,7 @@ class RowTable:
         if sampled:
             parts["sampled_at"] = sampled
             parts["warp"] = [[params[r].temperature, params[r].top_k, params[r].top_p] for r in sampled]
+            parts["seeds"] = [-1 if params[r].seed is None else fold(params[r].seed) for r in sampled]
         if any(p.min_new_tokens for p in params):
             parts["min_new"] = [p.min_new_tokens for p in params]
         if beams:
@@ -84,11 +85,12 @@ class RowTable:
         get = lambda name, cast: cast(t[name]) if name in t else None  # noqa: E731
         return cls(
             places, params, beams, sampled,
-            [of_row[r].generator for r in sampled], any(params[r].top_k > 0 or params[r].top_p < 1 for r in sampled),
+            any(params[r].top_k > 0 or params[r].top_p < 1 for r in sampled),
             any(p.scored for p in params), n_beam,
             [(r, p) for r, p in enumerate(params) if p.forced_bos_id is not None or p.forced_eos],
             get("is_beam", Tensor.bool), get("sampled_at", Tensor.long), get("warp", Tensor.float),
-            get("min_new", Tensor.long), Penalties.of(params, device), _beams(t, groups, beams) if beams else None,
+            get("seeds", Tensor.long), get("min_new", Tensor.long), Penalties.of(params, device),
+            _beams(t, groups, beams) if beams else None,
         )  # fmt: skip
 
     def forced(self, steps: list[int], eos_id: int, device: torch.device) -> Tensor | None:
@@ -101,6 +103,11 @@ class RowTable:
         for r, t in forced:
             tokens[r] = t
         return upload(tokens, torch.long, device)
+
+
+def fold(seed: int) -> int:
+    """A request's seed (up to 63 bits) folded to the 32 that `choice.uniform` hashes (exact in the float64 upload)."""
+    return (seed & 0xFFFFFFFF) ^ (seed >> 32)
 
 
 def groups_of_rows(groups: list[Seq]) -> list[Seq]:

@@ -6,8 +6,6 @@ from __future__ import annotations
 from collections.abc import Hashable
 from dataclasses import dataclass, field
 
-import torch
-
 from model.runner.params import DecodeParams
 
 
@@ -55,13 +53,12 @@ class StepOutput:
 @dataclass
 class Seq:
     """A running request on the host: its rows [first, first + width) (0 once finished), its source length, steps
-    launched, its seeded generator, and a one-row request's booked tokens and score."""
+    launched, and a one-row request's booked tokens and score."""
 
     request: Request
     first: int
     width: int
     src_len: int
-    generator: torch.Generator | None = None
     steps: int = 0
     tokens: list[int] = field(default_factory=list)
     score: float = 0.0

@@ -111,7 +111,7 @@ class DecodeState:
             constraints = before.concat(joining)
         lens, seqs, first = new.src_mask.sum(1).tolist(), [], n
         for r, w, s in zip(new.requests, widths, lens, strict=True):
-            seqs.append(Seq(r, first, w, s, _generator(r, self.device)))
+            seqs.append(Seq(r, first, w, s))
             first += w
         self.tokens, self.search, self.seqs, self.rows = tokens, search, self.seqs + seqs, n + m
         self.constraints, self.stale = constraints, True
@@ -215,10 +215,3 @@ def place(spans: list[tuple[int, int, int]]) -> list[int]:
             return [sum(new for _, _, new in spans[:j]) for j in range(len(spans))]
         starts[i], gap[0], gap[1] = gap[0], gap[0] + width, gap[1] - width
     return starts
-
-
-def _generator(request: Request, device: torch.device) -> torch.Generator | None:
-    """A seeded request's own random generator (an unseeded one draws from the default generator)."""
-    if not request.params.sampling or request.params.seed is None:
-        return None
-    return torch.Generator(device=device).manual_seed(request.params.seed)

@@ -79,25 +79,27 @@ def test_sampling_follows_the_warped_distribution():
     keep = (probs.cumsum(-1) - probs < 0.9).sum()  # 4 tokens: 0.345 + 0.26 + 0.2 + 0.15 first reach 0.9
     expected = torch.zeros(6)
     expected[:keep] = probs[:keep] / probs[:keep].sum()
-    n, gen = 4000, torch.Generator().manual_seed(1)
-    drawn = sample(logits.repeat(n, 1), knobs_of([params] * n), [gen] * n)
+    n = 4000  # rows of different seeds, at different steps
+    drawn = sample(logits.repeat(n, 1), knobs_of([params] * n), torch.arange(n) * 7919, torch.arange(n) % 13)
     freq = torch.bincount(drawn, minlength=6).float() / n
     assert keep == 4 and freq[4:].sum() == 0
     assert torch.allclose(freq, expected, atol=0.03), (freq, expected)
 
 
 def test_a_seeded_row_draws_the_same_whatever_its_neighbours():
-    """Each row's noise comes from its own generator: row 1 alone or between two others draws the same tokens."""
+    """Each seeded row's noise comes from its seed and step: row 1 alone or between two others (another seed, and an
+    unseeded row on the default generator) draws the same tokens, step by step, and another seed draws others."""
     g = torch.Generator().manual_seed(2)
     logits = torch.randn(3, 50, generator=g)
-    knobs = ((0, 0.5, 2.0), (20, 0.95, 0.7), (3, 1.0, 1.0))
+    knobs = ((0, 0.5, 2.0), (20, 0.95, 2.0), (3, 1.0, 1.0))
     params = [DecodeParams(sampling=True, top_k=k, top_p=p, temperature=t) for k, p, t in knobs]
-    alone, seeded = torch.Generator().manual_seed(9), torch.Generator().manual_seed(9)
-    others = [torch.Generator().manual_seed(3), None]  # None: the default generator, an unseeded row's
-    for _ in range(10):
-        one = sample(logits[1:2], knobs_of(params[1:2]), [alone])
-        three = sample(logits, knobs_of(params), [others[0], seeded, others[1]])
-        assert one.item() == three[1].item()
+    one, three, other = [], [], []
+    for step in range(20):
+        steps = torch.tensor([4, step, 2])
+        one.append(sample(logits[1:2], knobs_of(params[1:2]), torch.tensor([9]), steps[1:2]).item())
+        three.append(sample(logits, knobs_of(params), torch.tensor([3, 9, -1]), steps)[1].item())
+        other.append(sample(logits[1:2], knobs_of(params[1:2]), torch.tensor([10]), steps[1:2]).item())
+    assert one == three and one != other and len(set(one)) > 3
 
 
 def test_a_step_copies_to_the_host_once(model, monkeypatch):

@@ -70,7 +70,7 @@ def test_nbest_sorted_and_distinct(model):
 def test_seeded_sampling_is_reproducible_and_seed_dependent(model):
     run = lambda seed: generate(model, [Request(0, _src(2), DecodeParams(sampling=True, seed=seed, max_new_tokens=20))])
     assert _tokens(run(5)[0]) == _tokens(run(5)[0])
-    assert len({tuple(run(s)[0][0].tokens) for s in range(6)}) > 1
+    assert len({tuple(run(s)[0][0].tokens) for s in range(40)}) > 1  # its first token: 37 at 0.94, else 8
 
 
 def test_length_limits(model):
