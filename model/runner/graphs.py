@@ -132,3 +132,17 @@ class Graphs:
         if len(self.cache) > self.most:
             self.cache.popitem(last=False)
         return got
+
+    def record(self, work: Callable, plan: Hashable, refs: tuple[Tensor, ...], args: tuple) -> tuple[Any, Any]:
+        """The CUDA graph of work(plan, refs, args) (captured on a side stream, not run) and its outputs; without
+        `torch.cuda.graph`'s synchronize, garbage collection and cache release, which would stall the serving loop."""
+        graph, stream = torch.cuda.CUDAGraph(), torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            graph.capture_begin(pool=self.pool, capture_error_mode="thread_local")
+            try:
+                outputs = work(plan, refs, args)
+            finally:
+                graph.capture_end()
+        torch.cuda.current_stream().wait_stream(stream)
+        return graph, outputs
