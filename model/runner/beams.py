@@ -34,13 +34,6 @@ class Knobs:
     early: Tensor  # bool
     forced: Tensor  # bool
 
-    @classmethod
-    def of(cls, rows: list[list[float]], device: torch.device) -> Knobs:
-        """From one host row per group: (beam, limit, steps, first, keep, penalty, early, forced); one upload."""
-        cols = upload(rows, torch.float64, device).T  # (8, G)
-        beam, limit, steps, first, keep = cols[:5].long()
-        return cls(beam, limit, steps, first, keep, cols[5], cols[6] > 0, cols[7] > 0)
-
 
 @dataclass
 class Moves:

@@ -7,12 +7,12 @@ import pytest
 import torch
 
 from model.loading.checkpoint import load
-from model.runner.beams import BeamState, HostMoves, Knobs, step
+from model.runner.beams import BeamState, HostMoves, step
 from model.runner.choice import pack
 from model.runner.loop import DecodeLoop
 from model.runner.params import DecodeParams
 from model.runner.search import Request
-from tests.model.runner.test_beams import Beam, take
+from tests.model.runner.test_beams import Beam, knobs_of, take
 
 EOS = 1
 
@@ -30,7 +30,7 @@ class OneGroup:
         p, g = self.group.params, self.group
         score, parent, token = (torch.tensor([list(c)]) for c in zip(*pool, strict=True))
         knobs = [p.beam_size, p.max_new_tokens, g.steps, 0, len(pool), p.length_penalty, p.early_stopping, p.forced_eos]
-        self.state, moves = step(self.state, (score.float(), parent, token), Knobs.of([knobs], score.device), EOS)
+        self.state, moves = step(self.state, (score.float(), parent, token), knobs_of([knobs], score.device), EOS)
         host = HostMoves.read(pack(moves.packed()), 1, self.state.score.shape[1])
         rows = take(host, g, 0, 0)
         parents, source, tokens, at = torch.tensor(list(zip(*rows, strict=True)) or [[]] * 4, dtype=torch.long)

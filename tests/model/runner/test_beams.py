@@ -16,6 +16,13 @@ from model.runner.search import Hypothesis
 EOS, VOCAB, DEAD = 1, 6, -1.0e9
 
 
+def knobs_of(rows: list[list[float]], device: torch.device) -> Knobs:
+    """Knobs from one host row per group: (beam, limit, steps, first, keep, penalty, early, forced)."""
+    cols = torch.tensor(rows, dtype=torch.float64, device=device).T  # (8, G)
+    beam, limit, steps, first, keep = cols[:5].long()
+    return Knobs(beam, limit, steps, first, keep, cols[5], cols[6] > 0, cols[7] > 0)
+
+
 @dataclass
 class Reference:
     """The host beam search this project ran before (transformers' semantics), one group."""
@@ -154,7 +161,7 @@ def _device_step(state: BeamState, groups: list[Beam], pools: list[list]) -> tup
         knobs.append([q.beam_size, q.max_new_tokens, g.steps, first, len(p), q.length_penalty, q.early_stopping])
         knobs[-1].append(q.forced_eos)
         first += g.width
-    state, moves = step(state, (score.float(), parent, token), Knobs.of(knobs, score.device), EOS)
+    state, moves = step(state, (score.float(), parent, token), knobs_of(knobs, score.device), EOS)
     host = HostMoves.read(pack(moves.packed()), len(groups), state.score.shape[1])
     first, rows = 0, []
     for b, g in enumerate(groups):
