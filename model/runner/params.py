@@ -45,11 +45,8 @@ class DecodeParams:
             (not (self.sampling and self.beam_size > 1), "sampling works with beam_size 1"),
             (all(self.bad_words_ids), "bad_words_ids must not hold an empty sequence"),
             (all(self.constraints), "constraints must not hold an empty sequence"),
-            (
-                not self.constraints or self.beam_size >= constrained_beam(self.constraints),
-                "constraints need a beam "
-                "of at least constrained_beam(constraints) (DecodeParams.constrained raises it)",
-            ),
+            (not self.constraints or self.beam_size >= constrained_beam(self.constraints), "constraints need a beam "
+             "of at least constrained_beam(constraints) (DecodeParams.constrained raises it)"),
             (not (self.sampling and self.constraints), "constraints work with greedy and beam search, not sampling"),
         ]
         for ok, message in checks:
