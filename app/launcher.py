@@ -98,6 +98,9 @@ class Launcher:
             sock.close()  # the worker holds its own copy
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, self._on_signal)
+        self.wakeup, waker = os.pipe()  # a signal writes a byte to `waker`: run() wakes at once, not at its next poll
+        os.set_blocking(waker, False)
+        signal.set_wakeup_fd(waker)
 
     def _on_signal(self, sig: int, frame) -> None:
         self.received = sig
@@ -109,7 +112,7 @@ class Launcher:
     def run(self) -> int:
         """Watch the children until a signal (drain, exit 0) or a death (stop the rest, exit non-zero)."""
         while True:
-            wait([c.process.sentinel for c in self.children], timeout=0.2)
+            wait([self.wakeup, *(c.process.sentinel for c in self.children)], timeout=0.2)
             if self.received is not None:
                 return self.stop(self.received)
             dead = next((c for c in self.children if c.process.exitcode is not None), None)
