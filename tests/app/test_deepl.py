@@ -18,9 +18,8 @@ import httpx
 import polib
 import pytest
 
-from app.settings import BUILTIN
 from bench.harness.client import metrics, value
-from bench.harness.server import ServerProcess, add_keys
+from bench.harness.server import add_keys
 from tests.documents import build
 
 deepl = pytest.importorskip("deepl")
@@ -32,14 +31,11 @@ LONG = " ".join(["the big red dog runs in the green city at night"] * 40)  # > 2
 
 
 @pytest.fixture(scope="module")
-def keyed(tmp_path_factory):
-    """The built-in en-es model behind keys (KEYS), translated files in a temporary folder."""
-    db = add_keys(tmp_path_factory.mktemp("keys") / "keys.sqlite", KEYS)
-    files = tmp_path_factory.mktemp("files")
-    args = ("--model", str(BUILTIN), "--warmup-rounds", "0", "--api-keys", "--keys-db", str(db))
-    proc = ServerProcess(*args, "--files-dir", str(files), "--max-body-bytes", "20000").wait()
-    yield proc
-    proc.stop()
+def keyed(deepl_keyed):
+    """The shared DeepL server (the built-in en-es model behind keys, a 20000-byte body limit) with KEYS added."""
+    proc, db = deepl_keyed
+    add_keys(db, KEYS)
+    return proc
 
 
 @pytest.fixture(scope="module")

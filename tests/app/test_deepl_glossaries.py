@@ -18,8 +18,7 @@ import pytest
 
 from app.glossaries.records import Glossary
 from app.glossaries.sqlite_store import SqliteGlossaries
-from app.settings import BUILTIN
-from bench.harness.server import ServerProcess, add_keys
+from bench.harness.server import add_keys
 from tests.app.test_deepl import deepl_node  # noqa: F401 (the fixture installing deepl-node)
 from tests.documents import build
 
@@ -31,14 +30,10 @@ TEXT = "Open the file."
 
 
 @pytest.fixture(scope="module")
-def keyed(tmp_path_factory):
-    """The built-in en-es model behind keys KEY and OTHER; (server, keys file)."""
-    db = add_keys(tmp_path_factory.mktemp("keys") / "keys.sqlite", {KEY: {}, OTHER: {}})
-    files = tmp_path_factory.mktemp("files")
-    args = ("--model", str(BUILTIN), "--warmup-rounds", "0", "--api-keys", "--keys-db", str(db))
-    proc = ServerProcess(*args, "--files-dir", str(files)).wait()
-    yield proc, db
-    proc.stop()
+def keyed(deepl_keyed):
+    """The shared DeepL server (the built-in en-es model behind keys) with KEY and OTHER added; (server, keys file)."""
+    add_keys(deepl_keyed[1], {KEY: {}, OTHER: {}})
+    return deepl_keyed
 
 
 @pytest.fixture(scope="module")

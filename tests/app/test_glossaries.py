@@ -10,7 +10,6 @@ import pytest
 
 from app.glossaries.records import Glossary
 from app.glossaries.sqlite_store import SqliteGlossaries
-from app.settings import BUILTIN
 from bench.harness.server import ServerProcess, add_keys
 from tests.app.helpers import ok, stream
 from tests.app.test_errors import check_error
@@ -160,14 +159,6 @@ def test_inline_glossary_streamed_and_not(server):
 
 def test_no_glossary_no_report(server):
     assert "glossary" not in ok(server.url, "the dog runs")["details"]
-
-
-@pytest.fixture(scope="module")
-def builtin():
-    """A server of the built-in en-es model (defaults: greedy, translation cache off)."""
-    proc = ServerProcess("--model", str(BUILTIN), "--warmup-rounds", "0").wait()
-    yield proc
-    proc.stop()
 
 
 def test_terms_are_enforced_by_the_decoder(builtin):

@@ -28,18 +28,19 @@ KEYS = {
 }
 
 
-def pair(native_dir, *flags: str, env: dict | None = None) -> list[ServerProcess]:
-    """Two servers with two workers each and the same limit settings."""
-    common = ("--model", str(native_dir), "--workers", "2", "--warmup-rounds", "0", *flags)
+def pair(model, *flags: str, env: dict | None = None) -> list[ServerProcess]:
+    """Two servers of `model` with two workers each and the same limit settings."""
+    common = ("--model", str(model), "--workers", "2", "--warmup-rounds", "0", *flags)
     servers = [ServerProcess(*common, env=env) for _ in range(2)]
     return [s.wait() for s in servers]
 
 
 @pytest.fixture(scope="module")
-def sqlite_pair(native_dir, tmp_path_factory):
-    """Keys required, stored in one SQLite file both servers use."""
+def sqlite_pair(tmp_path_factory):
+    """Keys required, stored in one SQLite file both servers use; the built-in model (whose long streams take
+    seconds, as the write-lock test needs)."""
     db = add_keys(tmp_path_factory.mktemp("keys") / "keys.sqlite", KEYS)
-    servers = pair(native_dir, "--api-keys", "--keys-db", str(db))
+    servers = pair(BUILTIN, "--api-keys", "--keys-db", str(db))
     yield servers, db
     for s in servers:
         s.stop()
@@ -150,14 +151,12 @@ async def stream_tokens(client: httpx.AsyncClient, url: str, times: list[float],
                 started.set()
 
 
-def test_streams_flow_while_another_process_holds_the_write_lock(tmp_path):
+def test_streams_flow_while_another_process_holds_the_write_lock(sqlite_pair):
     """Keys on, 2 HTTP workers: 4 streams run; another process takes the SQLite key file's write lock for HOLD_S
     and 6 requests wait to be counted (each on its own connection, so both workers get some): every stream keeps
     getting tokens (no gap near HOLD_S: the wait is off the event loop), and the waiting requests pass once the lock
     is gone."""
-    db = add_keys(tmp_path / "keys.sqlite", {"plain": {}})
-    server = ServerProcess("--model", str(BUILTIN), "--workers", "2", "--warmup-rounds", "0", "--api-keys",
-                           "--keys-db", str(db)).wait()  # fmt: skip
+    (server, _), db = sqlite_pair
 
     async def run() -> tuple[list[list[float]], tuple[float, float], list[int]]:
         limits = httpx.Limits(max_keepalive_connections=0)
@@ -182,10 +181,7 @@ def test_streams_flow_while_another_process_holds_the_write_lock(tmp_path):
             await asyncio.gather(*streams)
             return times, window, [r.status_code for r in answers]
 
-    try:
-        times, (start, end), statuses = asyncio.run(run())
-    finally:
-        server.stop()
+    times, (start, end), statuses = asyncio.run(run())
     assert statuses == [200] * 6
     for stream in times:
         assert stream[-1] > end, "the stream ended before the lock did: nothing shown"

@@ -31,19 +31,16 @@ FLAGS = (
 
 
 @pytest.fixture(scope="module")
-def servers(native_dir):
-    """The tiny model served twice, started together: a normal server and one whose queue takes nothing."""
-    common = ("--model", str(native_dir), "--max-wait-ms", "5", "--warmup-rounds", "1")
-    procs = {"ok": ServerProcess(*common), "busy": ServerProcess(*common, "--max-queue", "0")}
+def servers(server, native_dir):
+    """The tiny model served twice: the shared server (tests/conftest.py) and one whose queue takes nothing."""
+    busy = ServerProcess("--model", str(native_dir), "--max-wait-ms", "5", "--warmup-rounds", "1", "--max-queue", "0")
     try:
-        for proc in procs.values():
-            proc.wait()
-        page = httpx.get(procs["ok"].url + "/", timeout=10)
+        busy.wait()
+        page = httpx.get(server.url + "/", timeout=10)
         assert page.status_code == 200, "GET / is not served: include app.api.page.router in create_app"
-        yield procs
+        yield {"ok": server, "busy": busy}
     finally:
-        for proc in procs.values():
-            proc.stop()
+        busy.stop()
 
 
 @pytest.fixture(scope="module")
