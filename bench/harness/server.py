@@ -16,6 +16,7 @@ import httpx
 
 from app.keys.records import KeyRecord
 from app.keys.sqlite_store import SqliteStore
+from bench.harness.client import HTTP
 from bench.harness.procs import children, has_torch, is_python_child
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository
@@ -55,7 +56,7 @@ class ServerProcess:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"server exited with {self.proc.returncode}:\n{self.log_tail()}")
             try:
-                streak = streak + 1 if httpx.get(self.url + path, timeout=2).status_code == 200 else 0
+                streak = streak + 1 if HTTP.get(self.url + path, timeout=2).status_code == 200 else 0
             except httpx.TransportError:
                 streak = 0
             if streak >= need:

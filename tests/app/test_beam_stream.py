@@ -6,10 +6,9 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 
-import httpx
 import pytest
 
-from bench.harness.client import parse_sse
+from bench.harness.client import HTTP, parse_sse
 from tests.app.helpers import body, check_stream, ok, stream, streamed_text
 
 pytest.importorskip("transformers")
@@ -64,7 +63,7 @@ def test_a_long_beam_output_streams_in_several_deltas(families):
     does not all come at the end), and the first before done."""
     payload = body(LONG_TEXT, stream=True, parameters={"beam_size": 4})
     reads = []
-    with httpx.stream("POST", families.url + "/translate", json=payload, timeout=60) as r:
+    with HTTP.stream("POST", families.url + "/translate", json=payload, timeout=60) as r:
         for chunk in r.iter_text():
             reads.append(chunk)
     events = parse_sse("".join(reads))

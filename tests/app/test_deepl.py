@@ -18,7 +18,7 @@ import httpx
 import polib
 import pytest
 
-from bench.harness.client import metrics, value
+from bench.harness.client import HTTP, metrics, value
 from bench.harness.server import add_keys
 from tests.documents import build
 
@@ -48,7 +48,7 @@ def translator(keyed):
 def libre(url: str, texts: list[str], **extra) -> list[str]:
     """The LibreTranslate dialect's answer for the same texts (DeepL's default split_sentences=1)."""
     body = {"q": texts, "source": "en", "target": "es", "api_key": KEY, "parameters": {"split_sentences": True}}
-    r = httpx.post(url + "/translate", json={**body, **extra}, timeout=60)
+    r = HTTP.post(url + "/translate", json={**body, **extra}, timeout=60)
     assert r.status_code == 200, r.text
     return r.json()["translatedText"]
 
@@ -56,7 +56,7 @@ def libre(url: str, texts: list[str], **extra) -> list[str]:
 def v2(url: str, path: str, key: str | None = KEY, **kw) -> httpx.Response:
     """A DeepL-shaped POST with the clients' Authorization header."""
     headers = {"Authorization": f"DeepL-Auth-Key {key}"} if key else {}
-    return httpx.post(url + "/v2" + path, headers=headers, timeout=60, **kw)
+    return HTTP.post(url + "/v2" + path, headers=headers, timeout=60, **kw)
 
 
 def test_languages(translator):
@@ -99,7 +99,7 @@ def test_form_body_with_repeated_text_and_ignore_tags(keyed):
 
 def libre_file(url: str, name: str, data: bytes) -> bytes:
     """The LibreTranslate dialect's translated file for the same upload (the same pipeline)."""
-    r = httpx.post(url + "/translate_file", files={"file": (name, data)},
+    r = HTTP.post(url + "/translate_file", files={"file": (name, data)},
                    data={"source": "en", "target": "es", "api_key": KEY, "direct": "true"}, timeout=120)  # fmt: skip
     assert r.status_code == 200, r.text
     return r.content

@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from app.settings import BUILTIN
-from bench.harness.client import metrics, value
+from bench.harness.client import HTTP, metrics, value
 from bench.harness.server import ServerProcess, add_keys
 from tests.app.test_errors import check_error
 
@@ -84,9 +84,9 @@ def test_keys_are_required(sqlite_pair):
     """403 without a key and with an unknown one, counted by reason; a stored key passes."""
     servers, _ = sqlite_pair
     url = servers[0].url
-    check_error(httpx.post(url + "/detect", json={"q": "hello"}), 403, "forbidden", "api_key", "required")
-    check_error(httpx.post(url + "/translate?q=hi&target=es&api_key=nope"), 403, "forbidden", "api_key", "invalid")
-    assert httpx.post(url + "/translate", data={"q": "the cat", "target": "es", "source": "en", "api_key": "plain"},
+    check_error(HTTP.post(url + "/detect", json={"q": "hello"}), 403, "forbidden", "api_key", "required")
+    check_error(HTTP.post(url + "/translate?q=hi&target=es&api_key=nope"), 403, "forbidden", "api_key", "invalid")
+    assert HTTP.post(url + "/translate", data={"q": "the cat", "target": "es", "source": "en", "api_key": "plain"},
                       timeout=30).status_code == 200  # fmt: skip
     assert rejections(servers, "missing_key") >= 1 and rejections(servers, "invalid_key") >= 1
 
@@ -118,11 +118,11 @@ def test_daily_characters_are_exact(sqlite_pair):
 def test_per_request_limits(sqlite_pair):
     """A key's char_limit and batch_limit: 422 naming the limit; within them it passes."""
     url = sqlite_pair[0][0].url
-    r = httpx.post(url + "/detect", json={"q": "x" * 11, "api_key": "small"})
+    r = HTTP.post(url + "/detect", json={"q": "x" * 11, "api_key": "small"})
     check_error(r, 422, "validation", "char_limit=10")
-    r = httpx.post(url + "/detect", json={"q": ["a", "b", "c"], "api_key": "small"})
+    r = HTTP.post(url + "/detect", json={"q": ["a", "b", "c"], "api_key": "small"})
     check_error(r, 422, "validation", "batch_limit=2")
-    assert httpx.post(url + "/detect", json={"q": ["a", "b"], "api_key": "small"}).status_code == 200
+    assert HTTP.post(url + "/detect", json={"q": ["a", "b"], "api_key": "small"}).status_code == 200
 
 
 def test_anonymous_limits_shared_in_redis(redis_pair):
@@ -131,7 +131,7 @@ def test_anonymous_limits_shared_in_redis(redis_pair):
     responses = burst([s.url for s in redis_pair], 30, {"q": "hello world", "api_key": "ignored"})
     assert statuses(responses) == {200: 12, 429: 18}
     assert rejections(redis_pair, "req_limit") == 18
-    r = httpx.post(redis_pair[0].url + "/detect", json={"q": "x" * 51})
+    r = HTTP.post(redis_pair[0].url + "/detect", json={"q": "x" * 51})
     check_error(r, 422, "validation", "char_limit=50")
 
 

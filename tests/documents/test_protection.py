@@ -8,7 +8,7 @@ import pytest
 from app.documents import assign, styled_runs
 from app.protect import Chunk, Masked, find_spans, split_layout
 from app.text import html_layout, plain_layout
-from bench.harness.client import parse_sse
+from bench.harness.client import HTTP, parse_sse
 from tests.app.helpers import ok
 from tests.documents.client import translate_file
 
@@ -82,10 +82,8 @@ def test_builtin_translate_keeps(builtin):
 
 def test_builtin_stream_keeps(builtin):
     """A streamed translation carries the kept characters in its token events."""
-    import httpx
-
     body = {"q": "I ❤️ Paris", "source": "en", "target": "es", "stream": True}
-    with httpx.stream("POST", builtin.url + "/translate", json=body, timeout=60) as r:
+    with HTTP.stream("POST", builtin.url + "/translate", json=body, timeout=60) as r:
         events = parse_sse(r.read().decode())
     assert "❤️" in "".join(e.data["token"]["text"] for e in events if e.event == "token")
     assert "❤️" in events[-1].data["translatedText"]

@@ -6,9 +6,9 @@ import os
 import shutil
 from pathlib import Path
 
-import httpx
 import pytest
 
+from bench.harness.client import HTTP
 from bench.harness.server import ServerProcess
 
 CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
@@ -36,7 +36,7 @@ def servers(server, native_dir):
     busy = ServerProcess("--model", str(native_dir), "--max-wait-ms", "5", "--warmup-rounds", "1", "--max-queue", "0")
     try:
         busy.wait()
-        page = httpx.get(server.url + "/", timeout=10)
+        page = HTTP.get(server.url + "/", timeout=10)
         assert page.status_code == 200, "GET / is not served: include app.api.page.router in create_app"
         yield {"ok": server, "busy": busy}
     finally:
@@ -106,7 +106,7 @@ def wait_error(driver) -> str:
 def answer(url: str, q: str, **extra) -> dict:
     """The JSON answer for what the page sends (greedy unless alternatives ask for beams)."""
     body = {"q": q, "source": "en", "target": "es", "parameters": {"beam_size": 1}, **extra}
-    r = httpx.post(url + "/translate", json=body, timeout=60)
+    r = HTTP.post(url + "/translate", json=body, timeout=60)
     assert r.status_code == 200, r.text
     return r.json()
 
@@ -114,13 +114,13 @@ def answer(url: str, q: str, **extra) -> dict:
 def test_page_loads_and_lists_the_pairs(servers, browser):
     """The page, its script and stylesheet load from this server alone; en->es is offered; controls have labels."""
     url = servers["ok"].url
-    r = httpx.get(url + "/")
+    r = HTTP.get(url + "/")
     assert r.headers["content-type"].startswith("text/html")
     assert "default-src 'none'" in r.headers["content-security-policy"]
     for name, ctype in (("app.js", "text/javascript"), ("style.css", "text/css")):
-        assert httpx.get(f"{url}/static/{name}").headers["content-type"].startswith(ctype)
-    assert httpx.get(url + "/static/index.py").status_code == 404
-    assert "/" not in httpx.get(url + "/openapi.json").json()["paths"]
+        assert HTTP.get(f"{url}/static/{name}").headers["content-type"].startswith(ctype)
+    assert HTTP.get(url + "/static/index.py").status_code == 404
+    assert "/" not in HTTP.get(url + "/openapi.json").json()["paths"]
 
     open_page(browser, url)
     assert browser.title.startswith("Translate")
