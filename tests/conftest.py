@@ -9,7 +9,7 @@ import pytest
 
 from app.settings import BUILTIN
 from bench.harness.fixtures import make_marian, make_native
-from bench.harness.server import ServerProcess
+from bench.harness.server import ServerProcess, stop_all
 
 FILE_LIMITS = {
     "--max-file-bytes": "300000",
@@ -34,28 +34,35 @@ def marian_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def server(native_dir):
+def session_servers():
+    """The servers started for the whole session (each fixture adds its own), stopped together at its end."""
+    servers: list[ServerProcess] = []
+    yield servers
+    stop_all(servers)
+
+
+@pytest.fixture(scope="session")
+def server(native_dir, session_servers):
     """The tiny native model with default settings except a batch of 8 requests and 8 rows (long jobs take several
     seconds)."""
     args = ("--model", str(native_dir), "--max-wait-ms", "5", "--warmup-rounds", "1")
-    proc = ServerProcess(*args, "--max-batch-size", "8", "--max-batch-rows", "8").wait()
-    yield proc
-    proc.stop()
+    session_servers.append(ServerProcess(*args, "--max-batch-size", "8", "--max-batch-rows", "8"))
+    return session_servers[-1].wait()
 
 
 @pytest.fixture(scope="session")
-def builtin(tmp_path_factory):
+def builtin(tmp_path_factory, session_servers):
     """The built-in en-es model with default settings (greedy, translation cache off), small file limits
     (FILE_LIMITS), translated files in a temporary folder."""
     files = tmp_path_factory.mktemp("files")
-    args = [a for pair in FILE_LIMITS.items() for a in pair]
-    proc = ServerProcess("--model", str(BUILTIN), "--warmup-rounds", "0", "--files-dir", str(files), *args).wait()
-    yield proc
-    proc.stop()
+    limits = [a for pair in FILE_LIMITS.items() for a in pair]
+    args = ("--model", str(BUILTIN), "--warmup-rounds", "0", "--files-dir", str(files), *limits)
+    session_servers.append(ServerProcess(*args))
+    return session_servers[-1].wait()
 
 
 @pytest.fixture(scope="session")
-def families(tmp_path_factory):
+def families(tmp_path_factory, session_servers):
     """One server of three model families: the built-in en-es, a tiny multi-target OPUS-MT (en-fr, en-it; its
     checkpoint asks for beam 4; flat distributions, so beams overtake each other; no byte-fallback pieces, as real
     OPUS-MT vocabularies) and a tiny NLLB (en-de; no byte-fallback pieces either)."""
@@ -68,6 +75,5 @@ def families(tmp_path_factory):
     )
     nllb = make_m2m100(root / "nllb-200-tiny", seed=3)
     args = ("--model", str(BUILTIN), "--model", str(opus), "--model", str(nllb), "--warmup-rounds", "0")
-    proc = ServerProcess(*args, "--device", "cpu", "--dtype", "float32").wait()
-    yield proc
-    proc.stop()
+    session_servers.append(ServerProcess(*args, "--device", "cpu", "--dtype", "float32"))
+    return session_servers[-1].wait()

@@ -17,7 +17,7 @@ import pytest
 
 from app.settings import BUILTIN
 from bench.harness.client import HTTP, metrics, value
-from bench.harness.server import ServerProcess, add_keys
+from bench.harness.server import ServerProcess, add_keys, stop_all
 from tests.app.test_errors import check_error
 
 KEYS = {
@@ -42,8 +42,7 @@ def sqlite_pair(tmp_path_factory):
     db = add_keys(tmp_path_factory.mktemp("keys") / "keys.sqlite", KEYS)
     servers = pair(BUILTIN, "--api-keys", "--keys-db", str(db))
     yield servers, db
-    for s in servers:
-        s.stop()
+    stop_all(servers)
 
 
 @pytest.fixture(scope="module")
@@ -51,8 +50,7 @@ def redis_pair(native_dir, redis_url):
     """No keys; anonymous limits counted in one Redis both servers use."""
     servers = pair(native_dir, "--redis-url", redis_url, "--req-limit", "12", "--char-limit", "50")
     yield servers
-    for s in servers:
-        s.stop()
+    stop_all(servers)
 
 
 def burst(urls: list[str], n: int, fields: dict) -> list[httpx.Response]:

@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from bench.harness.client import HTTP
-from bench.harness.server import ROOT, ServerProcess, free_port
+from bench.harness.server import ROOT, ServerProcess, free_port, stop_all
 
 CONF = ROOT / "deploy" / "nginx" / "nginx.conf"
 BODY = {"q": "the big red cat runs in the city", "source": "en", "target": "es"}
@@ -71,8 +71,7 @@ def cluster(native_dir, tmp_path_factory):
         if proc is not None:
             proc.terminate()
             proc.wait(10)
-        for r in replicas:
-            r.stop()
+        stop_all(replicas)
 
 
 def served(replica: ServerProcess) -> float:
