@@ -70,6 +70,15 @@ def listen(host: str, port: int, n: int) -> list[socket.socket]:
     return socks
 
 
+def wakeup_pipe() -> int:
+    """The read end of a pipe that every caught signal writes a byte to (signal.set_wakeup_fd): readable as soon as
+    a signal arrives, for wait() to return at once."""
+    wakeup, waker = os.pipe()
+    os.set_blocking(waker, False)
+    signal.set_wakeup_fd(waker)
+    return wakeup
+
+
 def start(role: str, target, *args) -> Child:
     """Spawn a child running target(*args, pipe)."""
     theirs, ours = spawn.Pipe()
@@ -98,6 +107,7 @@ class Launcher:
             sock.close()  # the worker holds its own copy
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, self._on_signal)
+        self.wakeup = wakeup_pipe()  # run() wakes at once on a signal, not at its next poll
 
     def _on_signal(self, sig: int, frame) -> None:
         self.received = sig
@@ -109,7 +119,7 @@ class Launcher:
     def run(self) -> int:
         """Watch the children until a signal (drain, exit 0) or a death (stop the rest, exit non-zero)."""
         while True:
-            wait([c.process.sentinel for c in self.children], timeout=0.2)
+            wait([self.wakeup, *(c.process.sentinel for c in self.children)], timeout=0.2)
             if self.received is not None:
                 return self.stop(self.received)
             dead = next((c for c in self.children if c.process.exitcode is not None), None)

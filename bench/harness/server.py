@@ -16,6 +16,7 @@ import httpx
 
 from app.keys.records import KeyRecord
 from app.keys.sqlite_store import SqliteStore
+from bench.harness.client import HTTP
 from bench.harness.procs import children, has_torch, is_python_child
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository
@@ -55,12 +56,12 @@ class ServerProcess:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"server exited with {self.proc.returncode}:\n{self.log_tail()}")
             try:
-                streak = streak + 1 if httpx.get(self.url + path, timeout=2).status_code == 200 else 0
+                streak = streak + 1 if HTTP.get(self.url + path, timeout=2).status_code == 200 else 0
             except httpx.TransportError:
                 streak = 0
             if streak >= need:
                 return self
-            time.sleep(0.1 if streak == 0 else 0.01)
+            time.sleep(0.02 if streak == 0 else 0.01)
         raise TimeoutError(f"{path} not 200 after {timeout}s:\n{self.log_tail()}")
 
     def processes(self) -> tuple[list[int], list[int]]:
@@ -88,6 +89,13 @@ class ServerProcess:
             self.proc.wait()
         self.log_file.close()
         return self.proc.returncode
+
+
+def stop_all(servers: list[ServerProcess]) -> list[int]:
+    """Stop servers together: SIGTERM to each, then wait for each (they drain at the same time); the exit codes."""
+    for s in servers:
+        s.terminate()
+    return [s.stop() for s in servers]
 
 
 class RedisServer:

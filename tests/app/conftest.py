@@ -1,4 +1,4 @@
-"""A real server on the tiny native model, shared by the HTTP tests, and the same checkpoint in-process."""
+"""Real servers shared by the HTTP tests (besides those of tests/conftest.py), and the tiny checkpoint in-process."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import shutil
 import pytest
 import torch
 
-from bench.harness.server import RedisServer, ServerProcess
+from app.settings import BUILTIN
+from bench.harness.server import RedisServer, ServerProcess, add_keys
 from model.loading.checkpoint import Checkpoint, load
 from tests.app.inprocess import POISON, CoreThread, Faulty, make_core
 
@@ -15,21 +16,23 @@ torch.set_num_threads(1)  # like the server (OMP_NUM_THREADS=1): same kernels, s
 
 
 @pytest.fixture(scope="session")
-def server(native_dir):
-    """The server with default settings except a batch of 8 requests and 8 rows (long jobs take several seconds)."""
-    args = ("--model", str(native_dir), "--max-wait-ms", "5", "--warmup-rounds", "1")
-    proc = ServerProcess(*args, "--max-batch-size", "8", "--max-batch-rows", "8").wait()
-    yield proc
-    proc.stop()
+def small(native_dir, session_servers):
+    """One row at a time, at most 2 waiting requests, keep-alive comments after 0.1 s of silence."""
+    args = ("--model", str(native_dir), "--max-queue", "2", "--max-batch-size", "1", "--warmup-rounds", "0")
+    session_servers.append(ServerProcess(*args, "--keepalive-seconds", "0.1"))
+    return session_servers[-1].wait()
 
 
 @pytest.fixture(scope="session")
-def small(native_dir):
-    """One row at a time, at most 2 waiting requests, keep-alive comments after 0.1 s of silence."""
-    args = ("--model", str(native_dir), "--max-queue", "2", "--max-batch-size", "1", "--warmup-rounds", "0")
-    proc = ServerProcess(*args, "--keepalive-seconds", "0.1").wait()
-    yield proc
-    proc.stop()
+def deepl_keyed(tmp_path_factory, session_servers):
+    """The built-in en-es model behind API keys, translated files in a temporary folder, a 20000-byte body limit:
+    (server, keys file). The key file starts empty; each test file adds keys of its own (as `python -m app keys add`
+    does beside a running server)."""
+    db = add_keys(tmp_path_factory.mktemp("keys") / "keys.sqlite", {})
+    files = tmp_path_factory.mktemp("files")
+    args = ("--model", str(BUILTIN), "--warmup-rounds", "0", "--api-keys", "--keys-db", str(db))
+    session_servers.append(ServerProcess(*args, "--files-dir", str(files), "--max-body-bytes", "20000"))
+    return session_servers[-1].wait(), db
 
 
 @pytest.fixture(scope="session")

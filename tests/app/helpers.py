@@ -6,7 +6,7 @@ import time
 
 import httpx
 
-from bench.harness.client import Sse, metrics, parse_sse, value
+from bench.harness.client import HTTP, Sse, metrics, parse_sse, value
 from model.loading.checkpoint import Checkpoint
 from model.runner.generate import generate
 from model.runner.params import DecodeParams
@@ -23,7 +23,7 @@ def body(q, **extra) -> dict:
 
 def translate(url: str, q, timeout: float = 60.0, **extra) -> httpx.Response:
     """POST /translate with a JSON body."""
-    return httpx.post(url + "/translate", json=body(q, **extra), timeout=timeout)
+    return HTTP.post(url + "/translate", json=body(q, **extra), timeout=timeout)
 
 
 def ok(url: str, q, **extra) -> dict:
@@ -36,7 +36,7 @@ def ok(url: str, q, **extra) -> dict:
 def stream(url: str, q, **extra) -> tuple[httpx.Response, list[Sse]]:
     """POST /translate with stream=true; the response and its events."""
     payload = body(q, **{"stream": True, **extra})
-    with httpx.stream("POST", url + "/translate", json=payload, timeout=60) as r:
+    with HTTP.stream("POST", url + "/translate", json=payload, timeout=60) as r:
         text = r.read().decode()
     return r, parse_sse(text)
 

@@ -7,7 +7,7 @@ import asyncio
 import httpx
 import pytest
 
-from bench.harness.client import metrics, value
+from bench.harness.client import HTTP, metrics, value
 from tests.app.helpers import body
 
 TEXTS = [
@@ -77,7 +77,7 @@ def test_concurrent_requests_equal_sequential(server):
     bodies = requests()
     alone = []
     for b in bodies:
-        r = httpx.post(server.url + "/translate", json=b, timeout=120)
+        r = HTTP.post(server.url + "/translate", json=b, timeout=120)
         assert r.status_code == 200, r.text
         alone.append(essence(r.json()))
     before = metrics(server.url)

@@ -6,40 +6,19 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 
-import httpx
 import pytest
 
-from app.settings import BUILTIN
-from bench.harness.client import parse_sse
-from bench.harness.server import ServerProcess
+from bench.harness.client import HTTP, parse_sse
 from tests.app.helpers import body, check_stream, ok, stream, streamed_text
 
 pytest.importorskip("transformers")
 
 TEXTS = ["the cat runs in the big house", "a small red dog sleeps near the river", "hello world"]
-OPUS = {"num_beams": 4, "max_length": 40, "bad_words_ids": "pad"}  # OPUS-MT's shape of defaults, longer outputs
 FAMILIES = {"builtin": ("es", {"beam_size": 4}), "opus": ("fr", {}), "nllb": ("de", {"beam_size": 4})}
 LONG_TEXT = (
     "The old man walked slowly along the river in the morning, and when he reached the bridge he stopped to "
     "watch the boats, the birds and the children who were playing on the other side of the water."
 )
-
-
-@pytest.fixture(scope="module")
-def families(tmp_path_factory):
-    """One server: the built-in en-es, a tiny multi-target OPUS-MT (en-fr; flat distributions, so beams overtake
-    each other) and a tiny NLLB (en-de)."""
-    from bench.harness.fixtures import make_m2m100, make_marian
-
-    root = tmp_path_factory.mktemp("families")
-    opus = make_marian(
-        root / "opus-mt-en-ROMANCE", targets=("fr", "it"), embed_std=0.3, generation=OPUS, byte_fallback=False
-    )
-    nllb = make_m2m100(root / "nllb-200-tiny", seed=3)
-    args = ("--model", str(BUILTIN), "--model", str(opus), "--model", str(nllb), "--warmup-rounds", "0")
-    proc = ServerProcess(*args, "--device", "cpu", "--dtype", "float32").wait()
-    yield proc
-    proc.stop()
 
 
 @pytest.mark.parametrize("family", sorted(FAMILIES))
@@ -84,7 +63,7 @@ def test_a_long_beam_output_streams_in_several_deltas(families):
     does not all come at the end), and the first before done."""
     payload = body(LONG_TEXT, stream=True, parameters={"beam_size": 4})
     reads = []
-    with httpx.stream("POST", families.url + "/translate", json=payload, timeout=60) as r:
+    with HTTP.stream("POST", families.url + "/translate", json=payload, timeout=60) as r:
         for chunk in r.iter_text():
             reads.append(chunk)
     events = parse_sse("".join(reads))

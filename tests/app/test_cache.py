@@ -9,7 +9,7 @@ import shutil
 import httpx
 import pytest
 
-from bench.harness.client import metrics, value
+from bench.harness.client import HTTP, metrics, value
 from bench.harness.fixtures import make_native
 from bench.harness.server import ServerProcess
 from model.loading.checkpoint import load
@@ -27,7 +27,7 @@ def cached(native_dir):
 
 def post(url: str, q, **extra) -> httpx.Response:
     """POST /translate en->es, insisting on 200."""
-    r = httpx.post(url + "/translate", json={"q": q, "source": "en", "target": "es", **extra}, timeout=60)
+    r = HTTP.post(url + "/translate", json={"q": q, "source": "en", "target": "es", **extra}, timeout=60)
     assert r.status_code == 200, r.text
     return r
 

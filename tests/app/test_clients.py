@@ -6,6 +6,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
+from bench.harness.client import HTTP
 from tests.app.test_errors import check_error
 
 TEXT = "the cat sleeps"
@@ -17,10 +18,10 @@ GERMAN = "Der Hund schläft im Garten."
 def shapes(url: str, path: str, fields: dict) -> dict[str, httpx.Response]:
     """The same fields sent in each shape."""
     return {
-        "query": httpx.post(url + path, params=fields, timeout=30),
-        "form": httpx.post(url + path, data=fields, timeout=30),
-        "multipart": httpx.post(url + path, data=fields, files={"unused": ("a.txt", b"x")}, timeout=30),
-        "json": httpx.post(url + path, json=fields, timeout=30),
+        "query": HTTP.post(url + path, params=fields, timeout=30),
+        "form": HTTP.post(url + path, data=fields, timeout=30),
+        "multipart": HTTP.post(url + path, data=fields, files={"unused": ("a.txt", b"x")}, timeout=30),
+        "json": HTTP.post(url + path, json=fields, timeout=30),
     }
 
 
@@ -38,21 +39,21 @@ def test_unescaped_utf8_form_is_read_as_utf8(server):
     """A urlencoded body with raw UTF-8 (curl -d 'target=ñ') reads as UTF-8, as LibreTranslate's Flask reads it."""
     raw = "q=x&source=en&target=ñ".encode()
     ctype = {"content-type": "application/x-www-form-urlencoded"}
-    r = httpx.post(server.url + "/translate", content=raw, headers=ctype, timeout=30)
+    r = HTTP.post(server.url + "/translate", content=raw, headers=ctype, timeout=30)
     assert r.status_code == 400 and r.json()["error"] == "ñ is not supported", r.text
 
 
 def test_query_string_and_body_merge(server):
     """Fields may be split between the query string and the body; the body wins."""
-    r = httpx.post(server.url + "/translate?target=es&source=en", data={"q": TEXT}, timeout=30)
+    r = HTTP.post(server.url + "/translate?target=es&source=en", data={"q": TEXT}, timeout=30)
     assert r.status_code == 200, r.text
-    r = httpx.post(server.url + "/translate?target=xx", json={"q": TEXT, "source": "en", "target": "es"}, timeout=30)
+    r = HTTP.post(server.url + "/translate?target=xx", json={"q": TEXT, "source": "en", "target": "es"}, timeout=30)
     assert r.status_code == 200, r.text
 
 
 def test_repeated_q_in_the_query_string_is_a_list(server):
     """q=a&q=b answers a list, as a form does."""
-    r = httpx.post(
+    r = HTTP.post(
         server.url + "/translate", params=[("q", "a cat"), ("q", "a dog"), ("source", "en"), ("target", "es")]
     )
     assert r.status_code == 200 and len(r.json()["translatedText"]) == 2
@@ -68,26 +69,26 @@ def test_detect_reads_every_shape(server):
 def test_detect_tells_the_truth(server):
     """The issue's sentences: Spanish and German are detected as such (neither is a source of the en-es model)."""
     for text, language in ((SPANISH, "es"), (GERMAN, "de")):
-        best = httpx.post(server.url + "/detect", json={"q": text}).json()[0]
+        best = HTTP.post(server.url + "/detect", json={"q": text}).json()[0]
         assert best["language"] == language and best["confidence"] > 90
 
 
 @pytest.mark.parametrize(("text", "language"), [(GERMAN, "de"), (SPANISH, "es")])
 def test_auto_refuses_a_language_no_model_serves(server, text, language):
     """source auto with a text in an unserved source language: 400 naming it and the pairs served."""
-    r = httpx.post(server.url + "/translate", json={"q": text, "source": "auto", "target": "es"})
+    r = HTTP.post(server.url + "/translate", json={"q": text, "source": "auto", "target": "es"})
     check_error(r, 400, "unsupported_language", f"'{language}'", "en-es")
 
 
 def test_auto_routes_a_served_language(server):
     """English text with source auto: routed, detectedLanguage says en with its confidence."""
-    r = httpx.post(server.url + "/translate", json={"q": "the cat runs in the city", "source": "auto", "target": "es"})
+    r = HTTP.post(server.url + "/translate", json={"q": "the cat runs in the city", "source": "auto", "target": "es"})
     assert r.status_code == 200 and r.json()["detectedLanguage"]["language"] == "en"
 
 
 def test_frontend_settings(server):
     """LibreTranslate's /frontend/settings keys and values."""
-    settings = httpx.get(server.url + "/frontend/settings").json()
+    settings = HTTP.get(server.url + "/frontend/settings").json()
     assert settings["charLimit"] == -1 and settings["apiKeys"] is False and settings["keyRequired"] is False
     assert settings["suggestions"] is False and settings["frontendTimeout"] == 500
     assert settings["language"] == {"source": {"code": "auto", "name": "Auto Detect"},
@@ -99,7 +100,7 @@ def test_frontend_settings(server):
 
 def test_suggest_is_off(server):
     """POST /suggest: 403 with LibreTranslate's message."""
-    r = httpx.post(server.url + "/suggest", data={"q": "a", "s": "b", "source": "en", "target": "es"})
+    r = HTTP.post(server.url + "/suggest", data={"q": "a", "s": "b", "source": "en", "target": "es"})
     assert check_error(r, 403, "forbidden") == "Suggestions are disabled on this server."
 
 
@@ -110,7 +111,7 @@ def test_libretranslatepy_sees_both_languages(server):
     lt = LibreTranslateAPI(server.url + "/")
     assert {x["code"]: x["targets"] for x in lt.languages()} == {"en": ["es"], "es": []}
     assert lt.detect(SPANISH)[0]["language"] == "es"
-    assert lt.translate(TEXT, "en", "es") == httpx.post(server.url + "/translate", json=FIELDS).json()["translatedText"]
+    assert lt.translate(TEXT, "en", "es") == HTTP.post(server.url + "/translate", json=FIELDS).json()["translatedText"]
 
 
 @pytest.mark.parametrize("where", ["json", "form-parameters"])
@@ -118,11 +119,11 @@ def test_deeply_nested_json_is_a_422(server, where):
     """100,000 nested brackets: a clear 422 naming the field, not a 500; the server goes on."""
     deep = "[" * 100_000 + "]" * 100_000
     if where == "json":
-        r = httpx.post(
+        r = HTTP.post(
             server.url + "/translate", content=f'{{"q": {deep}}}', headers={"content-type": "application/json"}
         )
         check_error(r, 422, "validation", "body", "nested")
     else:
-        r = httpx.post(server.url + "/translate", data={"q": TEXT, "source": "en", "target": "es", "parameters": deep})
+        r = HTTP.post(server.url + "/translate", data={"q": TEXT, "source": "en", "target": "es", "parameters": deep})
         check_error(r, 422, "validation", "parameters", "nested")
-    assert httpx.post(server.url + "/translate", json=FIELDS, timeout=30).status_code == 200
+    assert HTTP.post(server.url + "/translate", json=FIELDS, timeout=30).status_code == 200

@@ -3,10 +3,10 @@ answers what offline generation gives on the same device and dtype."""
 
 from __future__ import annotations
 
-import httpx
 import pytest
 import torch
 
+from bench.harness.client import HTTP
 from bench.harness.server import ServerProcess
 from model.loading.checkpoint import load
 from tests.app.helpers import offline, ok
@@ -36,5 +36,5 @@ def test_server_on_the_gpu_equals_offline_generation_there(gpu_server, gpu_check
         answer = ok(gpu_server.url, TEXTS, parameters={"beam_size": beam, "max_new_tokens": 40})
         expected = [offline(gpu_checkpoint, t, beam_size=beam, max_new_tokens=40)[0] for t in TEXTS]
         assert answer["translatedText"] == expected, beam
-    (m,) = httpx.get(gpu_server.url + "/info").json()["models"]
+    (m,) = HTTP.get(gpu_server.url + "/info").json()["models"]
     assert m["dtype"] == "float32" and m["device"].startswith("cuda")

@@ -18,9 +18,8 @@ import httpx
 import polib
 import pytest
 
-from app.settings import BUILTIN
-from bench.harness.client import metrics, value
-from bench.harness.server import ServerProcess, add_keys
+from bench.harness.client import HTTP, metrics, value
+from bench.harness.server import add_keys
 from tests.documents import build
 
 deepl = pytest.importorskip("deepl")
@@ -32,14 +31,11 @@ LONG = " ".join(["the big red dog runs in the green city at night"] * 40)  # > 2
 
 
 @pytest.fixture(scope="module")
-def keyed(tmp_path_factory):
-    """The built-in en-es model behind keys (KEYS), translated files in a temporary folder."""
-    db = add_keys(tmp_path_factory.mktemp("keys") / "keys.sqlite", KEYS)
-    files = tmp_path_factory.mktemp("files")
-    args = ("--model", str(BUILTIN), "--warmup-rounds", "0", "--api-keys", "--keys-db", str(db))
-    proc = ServerProcess(*args, "--files-dir", str(files), "--max-body-bytes", "20000").wait()
-    yield proc
-    proc.stop()
+def keyed(deepl_keyed):
+    """The shared DeepL server (the built-in en-es model behind keys, a 20000-byte body limit) with KEYS added."""
+    proc, db = deepl_keyed
+    add_keys(db, KEYS)
+    return proc
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +48,7 @@ def translator(keyed):
 def libre(url: str, texts: list[str], **extra) -> list[str]:
     """The LibreTranslate dialect's answer for the same texts (DeepL's default split_sentences=1)."""
     body = {"q": texts, "source": "en", "target": "es", "api_key": KEY, "parameters": {"split_sentences": True}}
-    r = httpx.post(url + "/translate", json={**body, **extra}, timeout=60)
+    r = HTTP.post(url + "/translate", json={**body, **extra}, timeout=60)
     assert r.status_code == 200, r.text
     return r.json()["translatedText"]
 
@@ -60,7 +56,7 @@ def libre(url: str, texts: list[str], **extra) -> list[str]:
 def v2(url: str, path: str, key: str | None = KEY, **kw) -> httpx.Response:
     """A DeepL-shaped POST with the clients' Authorization header."""
     headers = {"Authorization": f"DeepL-Auth-Key {key}"} if key else {}
-    return httpx.post(url + "/v2" + path, headers=headers, timeout=60, **kw)
+    return HTTP.post(url + "/v2" + path, headers=headers, timeout=60, **kw)
 
 
 def test_languages(translator):
@@ -103,7 +99,7 @@ def test_form_body_with_repeated_text_and_ignore_tags(keyed):
 
 def libre_file(url: str, name: str, data: bytes) -> bytes:
     """The LibreTranslate dialect's translated file for the same upload (the same pipeline)."""
-    r = httpx.post(url + "/translate_file", files={"file": (name, data)},
+    r = HTTP.post(url + "/translate_file", files={"file": (name, data)},
                    data={"source": "en", "target": "es", "api_key": KEY, "direct": "true"}, timeout=120)  # fmt: skip
     assert r.status_code == 200, r.text
     return r.content

@@ -18,8 +18,8 @@ import pytest
 
 from app.glossaries.records import Glossary
 from app.glossaries.sqlite_store import SqliteGlossaries
-from app.settings import BUILTIN
-from bench.harness.server import ServerProcess, add_keys
+from bench.harness.client import HTTP
+from bench.harness.server import add_keys
 from tests.app.test_deepl import deepl_node  # noqa: F401 (the fixture installing deepl-node)
 from tests.documents import build
 
@@ -31,14 +31,10 @@ TEXT = "Open the file."
 
 
 @pytest.fixture(scope="module")
-def keyed(tmp_path_factory):
-    """The built-in en-es model behind keys KEY and OTHER; (server, keys file)."""
-    db = add_keys(tmp_path_factory.mktemp("keys") / "keys.sqlite", {KEY: {}, OTHER: {}})
-    files = tmp_path_factory.mktemp("files")
-    args = ("--model", str(BUILTIN), "--warmup-rounds", "0", "--api-keys", "--keys-db", str(db))
-    proc = ServerProcess(*args, "--files-dir", str(files)).wait()
-    yield proc, db
-    proc.stop()
+def keyed(deepl_keyed):
+    """The shared DeepL server (the built-in en-es model behind keys) with KEY and OTHER added; (server, keys file)."""
+    add_keys(deepl_keyed[1], {KEY: {}, OTHER: {}})
+    return deepl_keyed
 
 
 @pytest.fixture(scope="module")
@@ -49,14 +45,14 @@ def translator(keyed):
 
 def v2(url: str, method: str, path: str, key: str = KEY, **kw) -> httpx.Response:
     """A DeepL-shaped call with the clients' Authorization header."""
-    return httpx.request(method, url + "/v2" + path, headers={"Authorization": f"DeepL-Auth-Key {key}"}, timeout=60,
+    return HTTP.request(method, url + "/v2" + path, headers={"Authorization": f"DeepL-Auth-Key {key}"}, timeout=60,
                          **kw)  # fmt: skip
 
 
 def libre(url: str, text: str, **extra) -> str:
     """The LibreTranslate dialect's answer (DeepL's default split_sentences=1)."""
     body = {"q": text, "source": "en", "target": "es", "api_key": KEY, "parameters": {"split_sentences": True}}
-    r = httpx.post(url + "/translate", json={**body, **extra}, timeout=60)
+    r = HTTP.post(url + "/translate", json={**body, **extra}, timeout=60)
     assert r.status_code == 200, r.text
     return r.json()["translatedText"]
 
@@ -101,12 +97,12 @@ def test_one_store_behind_both_dialects(translator, keyed):
     # catches: DeepL's routes on a store, or an owner, of their own
     url = keyed[0].url
     body = {"name": "libre", "source": "en", "target": "es", "entries": "file\tfichero\n", "api_key": KEY}
-    libre_made = httpx.post(url + "/glossaries", json=body, timeout=30).json()
+    libre_made = HTTP.post(url + "/glossaries", json=body, timeout=30).json()
     seen = translator.get_glossary(libre_made["glossary_id"])
     assert (seen.name, seen.source_lang, seen.target_lang, seen.entry_count) == ("libre", "EN", "ES", 1)
     assert "fichero" in translator.translate_text(TEXT, source_lang="EN", target_lang="ES", glossary=seen).text
     deepl_made = translator.create_glossary("deepl", "EN", "ES", {"file": "fichero"})
-    listed = httpx.get(url + "/glossaries", params={"api_key": KEY}, timeout=30).json()["glossaries"]
+    listed = HTTP.get(url + "/glossaries", params={"api_key": KEY}, timeout=30).json()["glossaries"]
     assert deepl_made.glossary_id in [g["glossary_id"] for g in listed]
     assert "fichero" in libre(url, TEXT, glossary_id=deepl_made.glossary_id)
 
@@ -143,7 +139,7 @@ def test_translate_document_with_a_glossary(translator, keyed, tmp_path):
     )
     assert status.done
     got = [p.text for p in docx.Document(tmp_path / "out.docx").paragraphs]
-    r = httpx.post(url + "/translate_file", files={"file": ("a.docx", data)}, timeout=120,
+    r = HTTP.post(url + "/translate_file", files={"file": ("a.docx", data)}, timeout=120,
                    data={"source": "en", "target": "es", "api_key": KEY, "direct": "true",
                          "glossary_id": glossary.glossary_id})  # fmt: skip
     assert r.status_code == 200, r.text

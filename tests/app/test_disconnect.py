@@ -7,7 +7,7 @@ import time
 import httpx
 import pytest
 
-from bench.harness.client import metrics, value
+from bench.harness.client import HTTP, metrics, value
 from tests.app.helpers import LONG, body, idle, translate, wait_for
 
 ITEMS = 64  # 64 texts x 255 forced tokens: seconds of work on 8 rows, ten or more on one row
@@ -45,7 +45,7 @@ def test_stream_disconnect_aborts(server):
     wait_for(lambda: idle(server.url), timeout=30)
     before = metrics(server.url)
     seen = 0
-    with httpx.stream("POST", server.url + "/translate", json={**long_job(), "stream": True}, timeout=30) as r:
+    with HTTP.stream("POST", server.url + "/translate", json={**long_job(), "stream": True}, timeout=30) as r:
         assert r.status_code == 200
         for line in r.iter_lines():
             seen += line.startswith("event: token")
@@ -62,6 +62,6 @@ def test_json_disconnect_aborts(small):
     wait_for(lambda: idle(small.url), timeout=30)
     before = metrics(small.url)
     with pytest.raises(httpx.ReadTimeout):
-        httpx.post(small.url + "/translate", json=long_job(), timeout=httpx.Timeout(30, read=0.5))
+        HTTP.post(small.url + "/translate", json=long_job(), timeout=httpx.Timeout(30, read=0.5))
     closed_at = time.monotonic()
     check_aborted(small.url, before, closed_at)

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import re
 
-import httpx
 import pytest
 
+from bench.harness.client import HTTP
 from bench.harness.server import ServerProcess
 
 transformers = pytest.importorskip("transformers")
@@ -40,7 +40,7 @@ def server(dirs):
 
 def post(url: str, path: str = "/translate", **body) -> dict:
     """POST a JSON body and insist on 200."""
-    r = httpx.post(url + path, json=body, timeout=60)
+    r = HTTP.post(url + path, json=body, timeout=60)
     assert r.status_code == 200, r.text
     return r.json()
 
@@ -68,7 +68,7 @@ def test_default_request_equals_transformers_with_the_checkpoint_defaults(server
 
 
 def test_info_shows_generation_defaults_and_languages(server):
-    models = {m["name"]: m for m in httpx.get(server.url + "/info").json()["models"]}
+    models = {m["name"]: m for m in HTTP.get(server.url + "/info").json()["models"]}
     gen = models["en-es"]["generation"]
     assert (gen["beam_size"], gen["max_new_tokens"], gen["forced_eos"]) == (4, 7, True)
     assert models["opus-mt-en-ROMANCE"]["languages"] == {"sources": ["en"], "targets": ["fr", "it", "pt"]}
@@ -77,7 +77,7 @@ def test_info_shows_generation_defaults_and_languages(server):
 
 
 def test_languages_lists_every_pair(server):
-    listing = {item["code"]: item for item in httpx.get(server.url + "/languages").json()}
+    listing = {item["code"]: item for item in HTTP.get(server.url + "/languages").json()}
     assert listing["en"]["targets"] == ["de", "es", "fr", "it", "pt", "zh", "zt"]
     assert listing["es"]["targets"] == ["de", "en", "fr", "zh", "zt"]
     assert (listing["zt"]["name"], listing["de"]["name"]) == ("Chinese (Traditional)", "German")
@@ -128,9 +128,9 @@ def test_detect_answers_the_language_of_the_text(server):
     assert portuguese[0]["language"] == "pt"
     galician = post(server.url, "/detect", q="Onte fomos á praia cos nenos e comemos xuntos na casa da avoa.")
     assert galician[0]["language"] == "gl" and "gl" not in {
-        x["code"] for x in httpx.get(server.url + "/languages").json()
+        x["code"] for x in HTTP.get(server.url + "/languages").json()
     }
-    form = httpx.post(server.url + "/detect", data={"q": "Guten Morgen, wie geht es dir?"}).json()
+    form = HTTP.post(server.url + "/detect", data={"q": "Guten Morgen, wie geht es dir?"}).json()
     assert form[0]["language"] == "de"
     both = post(server.url, "/detect", q=["hello my friend, how are you today?", "hola amigo mío, ¿cómo estás hoy?"])
     assert [d[0]["language"] for d in both] == ["en", "es"]
@@ -153,18 +153,18 @@ def test_libretranslatepy_client(server):
 @pytest.mark.parametrize("path", ["/translate", "/detect"])
 def test_other_content_types_get_415(server, ctype, path):
     body = b'{"q": "x", "source": "en", "target": "es"}'
-    r = httpx.post(server.url + path, content=body, headers={"content-type": ctype})
+    r = HTTP.post(server.url + path, content=body, headers={"content-type": ctype})
     assert r.status_code == 415 and r.json()["error_type"] == "unsupported_media_type"
     assert ctype in r.json()["error"] and "application/json" in r.json()["error"]
 
 
 def test_swagger_ui_is_served_from_the_package(server):
     """/docs loads nothing from elsewhere: every script and stylesheet it names answers here."""
-    page = httpx.get(server.url + "/docs").text
+    page = HTTP.get(server.url + "/docs").text
     assets = re.findall(r'(?:src|href)="([^"]+\.(?:js|css))"', page)
     assert assets and not re.search(r"https?://", page)
     for asset in assets:
-        assert httpx.get(server.url + asset).status_code == 200
+        assert HTTP.get(server.url + asset).status_code == 200
 
 
 def test_a_model_that_cannot_load_stops_the_process(tmp_path):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
+from bench.harness.client import HTTP
 from bench.harness.server import ServerProcess, add_keys
 from tests.app.helpers import body, ok, translate
 
@@ -35,7 +36,7 @@ def check_error(r: httpx.Response, status: int, error_type: str, *names: str) ->
 )
 def test_unsupported_language(server, payload, names):
     """400 unsupported_language names the language no model serves, in LibreTranslate's words."""
-    r = httpx.post(server.url + "/translate", json=payload)
+    r = HTTP.post(server.url + "/translate", json=payload)
     check_error(r, 400, "unsupported_language", *names)
 
 
@@ -84,7 +85,7 @@ VALIDATION = [  # (id, json body, words the message must contain)
 @pytest.mark.parametrize(("payload", "names"), [v[1:] for v in VALIDATION], ids=[v[0] for v in VALIDATION])
 def test_validation(server, payload, names):
     """422 validation naming the field (and the limit)."""
-    r = httpx.post(server.url + "/translate", json=payload, timeout=30)
+    r = HTTP.post(server.url + "/translate", json=payload, timeout=30)
     check_error(r, 422, "validation", *names)
 
 
@@ -111,7 +112,7 @@ def test_validation(server, payload, names):
 )
 def test_malformed_bodies(server, content, ctype, names):
     """Malformed JSON or form bodies: 422 naming the body or the field."""
-    r = httpx.post(server.url + "/translate", content=content, headers={"content-type": ctype})
+    r = HTTP.post(server.url + "/translate", content=content, headers={"content-type": ctype})
     check_error(r, 422, "validation", *names)
 
 
@@ -129,19 +130,19 @@ def test_malformed_bodies(server, content, ctype, names):
 )
 def test_missing_fields(server, content, ctype, name):
     """A missing or empty `q` or `target`: 400 in LibreTranslate's words (tests/app/test_libretranslate_conformance)."""
-    r = httpx.post(server.url + "/translate", content=content, headers={"content-type": ctype})
+    r = HTTP.post(server.url + "/translate", content=content, headers={"content-type": ctype})
     assert check_error(r, 400, "validation", name) == f"Invalid request: missing {name} parameter"
 
 
 def test_unknown_routes_are_json(server):
     """404 and 405 answer in the same JSON shape."""
-    check_error(httpx.get(server.url + "/nope"), 404, "not_found")
-    check_error(httpx.get(server.url + "/translate"), 405, "method_not_allowed")
+    check_error(HTTP.get(server.url + "/nope"), 404, "not_found")
+    check_error(HTTP.get(server.url + "/translate"), 405, "method_not_allowed")
 
 
 def test_server_still_serves_after_errors(server):
     """All the refusals above left the server healthy."""
-    assert httpx.get(server.url + "/health/ready").status_code == 200
+    assert HTTP.get(server.url + "/health/ready").status_code == 200
     assert ok(server.url, "the cat sleeps")["translatedText"]
 
 
@@ -162,42 +163,42 @@ def guarded(native_dir, tmp_path_factory):
 
 def test_api_keys(guarded):
     """With MT_API_KEYS=true: 403 without or with a wrong key; either stored key works (JSON, form, a file)."""
-    check_error(httpx.post(guarded.url + "/translate", json=OK_BODY), 403, "forbidden", "api_key", "required")
-    check_error(httpx.post(guarded.url + "/translate", json={**OK_BODY, "api_key": "key"}), 403, "forbidden", "invalid")
+    check_error(HTTP.post(guarded.url + "/translate", json=OK_BODY), 403, "forbidden", "api_key", "required")
+    check_error(HTTP.post(guarded.url + "/translate", json={**OK_BODY, "api_key": "key"}), 403, "forbidden", "invalid")
     for key in ("key-one", "key-two"):
-        assert httpx.post(guarded.url + "/translate", json={**OK_BODY, "api_key": key}, timeout=30).status_code == 200
+        assert HTTP.post(guarded.url + "/translate", json={**OK_BODY, "api_key": key}, timeout=30).status_code == 200
     form = {"q": "the cat", "source": "en", "target": "es", "api_key": "key-two"}
-    assert httpx.post(guarded.url + "/translate", data=form, timeout=30).status_code == 200
+    assert HTTP.post(guarded.url + "/translate", data=form, timeout=30).status_code == 200
     upload = {"file": ("a.txt", b"the cat\n")}
     fields = {"source": "en", "target": "es"}
-    r = httpx.post(guarded.url + "/translate_file", files=upload, data=fields, timeout=30)
+    r = HTTP.post(guarded.url + "/translate_file", files=upload, data=fields, timeout=30)
     check_error(r, 403, "forbidden", "api_key", "required")
-    r = httpx.post(guarded.url + "/translate_file", files=upload, data={**fields, "api_key": "key"}, timeout=30)
+    r = HTTP.post(guarded.url + "/translate_file", files=upload, data={**fields, "api_key": "key"}, timeout=30)
     check_error(r, 403, "forbidden", "invalid")
-    r = httpx.post(guarded.url + "/translate_file", files=upload, data={**fields, "api_key": "key-one"}, timeout=30)
+    r = HTTP.post(guarded.url + "/translate_file", files=upload, data={**fields, "api_key": "key-one"}, timeout=30)
     assert r.status_code == 200, r.text
 
 
 def test_models_from_env_list(guarded):
     """MT_MODELS as a comma-separated list: both pairs served, routed, listed; auto picks by target."""
-    assert httpx.get(guarded.url + "/languages").json() == [
+    assert HTTP.get(guarded.url + "/languages").json() == [
         {"code": "en", "name": "English", "targets": ["es", "fr"]},
         {"code": "es", "name": "Spanish", "targets": []},
         {"code": "fr", "name": "French", "targets": []},
     ]
-    assert [m["name"] for m in httpx.get(guarded.url + "/info").json()["models"]] == ["en-es", "en-fr"]
+    assert [m["name"] for m in HTTP.get(guarded.url + "/info").json()["models"]] == ["en-es", "en-fr"]
     for target in ("es", "fr"):
-        r = httpx.post(
+        r = HTTP.post(
             guarded.url + "/translate", json={**OK_BODY, "source": "auto", "target": target, "api_key": "key-one"}
         )
         assert r.status_code == 200 and r.json()["details"]["model"] == f"en-{target}"
-    r = httpx.post(guarded.url + "/translate", json={**OK_BODY, "source": "es", "target": "fr", "api_key": "key-one"})
+    r = HTTP.post(guarded.url + "/translate", json={**OK_BODY, "source": "es", "target": "fr", "api_key": "key-one"})
     assert check_error(r, 400, "unsupported_language") == "es is not supported"  # a target, but no model's source
 
 
 def test_max_items_from_env(guarded):
     """MT_MAX_ITEMS=3 is the limit the message names."""
-    r = httpx.post(guarded.url + "/translate", json=body(["a", "b", "c", "d"], api_key="key-one"))
+    r = HTTP.post(guarded.url + "/translate", json=body(["a", "b", "c", "d"], api_key="key-one"))
     check_error(r, 422, "validation", "q", "max_items=3")
 
 
@@ -210,15 +211,15 @@ def chunks(data: bytes, size: int = 512):
 def test_payload_too_large(guarded):
     """413 over --max-body-bytes, by Content-Length or while a chunked body streams in; small chunked is fine."""
     big = body("the cat " * 400, api_key="key-one")
-    check_error(httpx.post(guarded.url + "/translate", json=big), 413, "payload_too_large", "max_body_bytes=2048")
+    check_error(HTTP.post(guarded.url + "/translate", json=big), 413, "payload_too_large", "max_body_bytes=2048")
     raw = httpx.Request("POST", "http://x", json=big).content
-    r = httpx.post(guarded.url + "/translate", content=chunks(raw), headers={"content-type": "application/json"})
+    r = HTTP.post(guarded.url + "/translate", content=chunks(raw), headers={"content-type": "application/json"})
     assert "content-length" not in r.request.headers
     check_error(r, 413, "payload_too_large", "max_body_bytes=2048")
     form = b"source=en&target=es&api_key=key-one&q=" + b"cat+" * 1000
     headers = {"content-type": "application/x-www-form-urlencoded"}
-    check_error(httpx.post(guarded.url + "/translate", content=chunks(form), headers=headers), 413, "payload_too_large")
+    check_error(HTTP.post(guarded.url + "/translate", content=chunks(form), headers=headers), 413, "payload_too_large")
     small = httpx.Request("POST", "http://x", json={**OK_BODY, "api_key": "key-one"}).content
-    r = httpx.post(guarded.url + "/translate", content=chunks(small, 8), headers={"content-type": "application/json"})
+    r = HTTP.post(guarded.url + "/translate", content=chunks(small, 8), headers={"content-type": "application/json"})
     assert r.status_code == 200, r.text
     assert translate(guarded.url, "the cat sleeps", api_key="key-one").status_code == 200

@@ -10,7 +10,7 @@ import pytest
 
 from app.glossaries.records import Glossary
 from app.glossaries.sqlite_store import SqliteGlossaries
-from app.settings import BUILTIN
+from bench.harness.client import HTTP
 from bench.harness.server import ServerProcess, add_keys
 from tests.app.helpers import ok, stream
 from tests.app.test_errors import check_error
@@ -31,11 +31,11 @@ def keyed(native_dir, tmp_path_factory):
 
 def create(url: str, key: str = "a", **fields) -> httpx.Response:
     body = {"name": "terms", "source": "en", "target": "es", "entries": TSV, "api_key": key, **fields}
-    return httpx.post(url + "/glossaries", json=body, timeout=30)
+    return HTTP.post(url + "/glossaries", json=body, timeout=30)
 
 
 def count(url: str, key: str = "a") -> int:
-    r = httpx.get(url + "/glossaries", params={"api_key": key}, timeout=30)
+    r = HTTP.get(url + "/glossaries", params={"api_key": key}, timeout=30)
     assert r.status_code == 200, r.text
     return len(r.json()["glossaries"])
 
@@ -50,9 +50,9 @@ def test_a_stored_glossary_from_creation_to_deletion(keyed):
         "name": "terms", "source": "en", "target": "es", "entry_count": 3}  # fmt: skip
     gid = info["glossary_id"]
     assert info["creation_time"].endswith("Z")
-    assert httpx.get(f"{url}/glossaries/{gid}", params={"api_key": "a"}).json() == info
-    assert info in httpx.get(f"{url}/glossaries", params={"api_key": "a"}).json()["glossaries"]
-    entries = httpx.get(f"{url}/glossaries/{gid}/entries", params={"api_key": "a"})
+    assert HTTP.get(f"{url}/glossaries/{gid}", params={"api_key": "a"}).json() == info
+    assert info in HTTP.get(f"{url}/glossaries", params={"api_key": "a"}).json()["glossaries"]
+    entries = HTTP.get(f"{url}/glossaries/{gid}/entries", params={"api_key": "a"})
     assert entries.headers["content-type"].startswith("text/tab-separated-values") and entries.text == TSV
     answer = ok(url, "The cat sees the dog.", api_key="a", glossary_id=gid)
     report = answer["details"]["glossary"]
@@ -61,10 +61,10 @@ def test_a_stored_glossary_from_creation_to_deletion(keyed):
     # inline entries win over the stored ones on the same source term, in a form body too
     form = {"q": "The cat sleeps", "source": "en", "target": "es", "api_key": "a", "glossary_id": gid,
             "glossary": "CAT\tfelino"}  # fmt: skip
-    r = httpx.post(url + "/translate", data=form, timeout=60)
+    r = HTTP.post(url + "/translate", data=form, timeout=60)
     assert r.json()["details"]["glossary"][0]["target"] == "felino", r.text
-    assert httpx.delete(f"{url}/glossaries/{gid}", params={"api_key": "a"}).status_code == 204
-    check_error(httpx.get(f"{url}/glossaries/{gid}", params={"api_key": "a"}), 404, "not_found", gid)
+    assert HTTP.delete(f"{url}/glossaries/{gid}", params={"api_key": "a"}).status_code == 204
+    check_error(HTTP.get(f"{url}/glossaries/{gid}", params={"api_key": "a"}), 404, "not_found", gid)
 
 
 def test_another_keys_glossary_answers_404(keyed):
@@ -74,14 +74,14 @@ def test_another_keys_glossary_answers_404(keyed):
     unknown = "0" * 32
     for glossary_id in (gid, unknown):
         for method, path in [("GET", ""), ("GET", "/entries"), ("DELETE", "")]:
-            r = httpx.request(method, f"{url}/glossaries/{glossary_id}{path}", params={"api_key": "b"})
+            r = HTTP.request(method, f"{url}/glossaries/{glossary_id}{path}", params={"api_key": "b"})
             check_error(r, 404, "not_found", f"glossary_id: no glossary '{glossary_id}'")
-        r = httpx.post(url + "/translate", json={"q": "the cat", "source": "en", "target": "es", "api_key": "b",
+        r = HTTP.post(url + "/translate", json={"q": "the cat", "source": "en", "target": "es", "api_key": "b",
                                                  "glossary_id": glossary_id})  # fmt: skip
         check_error(r, 404, "not_found", glossary_id)
-    assert gid not in str(httpx.get(url + "/glossaries", params={"api_key": "b"}).json())
-    check_error(httpx.get(url + "/glossaries"), 403, "forbidden", "api_key")
-    assert httpx.get(f"{url}/glossaries/{gid}", params={"api_key": "a"}).status_code == 200
+    assert gid not in str(HTTP.get(url + "/glossaries", params={"api_key": "b"}).json())
+    check_error(HTTP.get(url + "/glossaries"), 403, "forbidden", "api_key")
+    assert HTTP.get(f"{url}/glossaries/{gid}", params={"api_key": "a"}).status_code == 200
 
 
 @pytest.mark.parametrize(
@@ -123,7 +123,7 @@ def test_a_glossary_for_another_pair_is_refused(keyed):
 
     gid = asyncio.run(put())
     for source in ("en", "auto"):
-        r = httpx.post(url + "/translate", json={"q": "the cat sleeps in the house", "source": source, "target": "es",
+        r = HTTP.post(url + "/translate", json={"q": "the cat sleeps in the house", "source": source, "target": "es",
                                                  "api_key": "a", "glossary_id": gid})  # fmt: skip
         check_error(r, 422, "validation", f"glossary_id: glossary '{gid}' is for en->fr, the request translates en->es")
 
@@ -139,7 +139,7 @@ def test_a_glossary_for_another_pair_is_refused(keyed):
 )
 def test_bad_inline_glossaries(keyed, glossary, status, message):
     # catches: inline entries not checked like stored ones
-    r = httpx.post(keyed[0] + "/translate", json={"q": "the cat", "source": "en", "target": "es", "api_key": "a",
+    r = HTTP.post(keyed[0] + "/translate", json={"q": "the cat", "source": "en", "target": "es", "api_key": "a",
                                                   "glossary": glossary})  # fmt: skip
     check_error(r, status, "payload_too_large" if status == 413 else "validation", message)
 
@@ -154,20 +154,12 @@ def test_inline_glossary_streamed_and_not(server):
     assert done.event == "done"
     assert done.data["translatedText"] == answer["translatedText"]
     assert [d["glossary"] for d in done.data["details"]] == [d["glossary"] for d in answer["details"]]
-    check_error(httpx.post(server.url + "/translate", json={"q": "the dog", "source": "en", "target": "es",
+    check_error(HTTP.post(server.url + "/translate", json={"q": "the dog", "source": "en", "target": "es",
                 "glossary": glossary, "parameters": {"temperature": 0.5}}), 422, "validation", "sampling")  # fmt: skip
 
 
 def test_no_glossary_no_report(server):
     assert "glossary" not in ok(server.url, "the dog runs")["details"]
-
-
-@pytest.fixture(scope="module")
-def builtin():
-    """A server of the built-in en-es model (defaults: greedy, translation cache off)."""
-    proc = ServerProcess("--model", str(BUILTIN), "--warmup-rounds", "0").wait()
-    yield proc
-    proc.stop()
 
 
 def test_terms_are_enforced_by_the_decoder(builtin):
@@ -195,9 +187,9 @@ def test_a_document_reports_its_terms(builtin):
     text = "Open the file.\n\nThe file is on the computer.\n\nGood morning.\n"
     files = {"file": ("notes.txt", text.encode(), "text/plain")}
     data = {"source": "en", "target": "es", "glossary": "file\tfichero\ncomputer\tordenador\nzebra\tcebra"}
-    r = httpx.post(builtin.url + "/translate_file", files=files, data=data, timeout=120)
+    r = HTTP.post(builtin.url + "/translate_file", files=files, data=data, timeout=120)
     assert r.status_code == 200, r.text
     report = {e["source"]: (e["target"], e["matched"], e["applied"]) for e in r.json()["details"]["glossary"]}
     assert report == {"file": ("fichero", 2, 2), "computer": ("ordenador", 1, 1)}
-    out = httpx.get(r.json()["translatedFileUrl"], timeout=30).text
+    out = HTTP.get(r.json()["translatedFileUrl"], timeout=30).text
     assert out.count("fichero") == 2 and "ordenador" in out and "archivo" not in out

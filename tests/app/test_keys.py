@@ -16,8 +16,8 @@ import httpx
 import pytest
 
 from app.settings import BUILTIN
-from bench.harness.client import metrics, value
-from bench.harness.server import ServerProcess, add_keys
+from bench.harness.client import HTTP, metrics, value
+from bench.harness.server import ServerProcess, add_keys, stop_all
 from tests.app.test_errors import check_error
 
 KEYS = {
@@ -28,21 +28,21 @@ KEYS = {
 }
 
 
-def pair(native_dir, *flags: str, env: dict | None = None) -> list[ServerProcess]:
-    """Two servers with two workers each and the same limit settings."""
-    common = ("--model", str(native_dir), "--workers", "2", "--warmup-rounds", "0", *flags)
+def pair(model, *flags: str, env: dict | None = None) -> list[ServerProcess]:
+    """Two servers of `model` with two workers each and the same limit settings."""
+    common = ("--model", str(model), "--workers", "2", "--warmup-rounds", "0", *flags)
     servers = [ServerProcess(*common, env=env) for _ in range(2)]
     return [s.wait() for s in servers]
 
 
 @pytest.fixture(scope="module")
-def sqlite_pair(native_dir, tmp_path_factory):
-    """Keys required, stored in one SQLite file both servers use."""
+def sqlite_pair(tmp_path_factory):
+    """Keys required, stored in one SQLite file both servers use; the built-in model (whose long streams take
+    seconds, as the write-lock test needs)."""
     db = add_keys(tmp_path_factory.mktemp("keys") / "keys.sqlite", KEYS)
-    servers = pair(native_dir, "--api-keys", "--keys-db", str(db))
+    servers = pair(BUILTIN, "--api-keys", "--keys-db", str(db))
     yield servers, db
-    for s in servers:
-        s.stop()
+    stop_all(servers)
 
 
 @pytest.fixture(scope="module")
@@ -50,8 +50,7 @@ def redis_pair(native_dir, redis_url):
     """No keys; anonymous limits counted in one Redis both servers use."""
     servers = pair(native_dir, "--redis-url", redis_url, "--req-limit", "12", "--char-limit", "50")
     yield servers
-    for s in servers:
-        s.stop()
+    stop_all(servers)
 
 
 def burst(urls: list[str], n: int, fields: dict) -> list[httpx.Response]:
@@ -83,9 +82,9 @@ def test_keys_are_required(sqlite_pair):
     """403 without a key and with an unknown one, counted by reason; a stored key passes."""
     servers, _ = sqlite_pair
     url = servers[0].url
-    check_error(httpx.post(url + "/detect", json={"q": "hello"}), 403, "forbidden", "api_key", "required")
-    check_error(httpx.post(url + "/translate?q=hi&target=es&api_key=nope"), 403, "forbidden", "api_key", "invalid")
-    assert httpx.post(url + "/translate", data={"q": "the cat", "target": "es", "source": "en", "api_key": "plain"},
+    check_error(HTTP.post(url + "/detect", json={"q": "hello"}), 403, "forbidden", "api_key", "required")
+    check_error(HTTP.post(url + "/translate?q=hi&target=es&api_key=nope"), 403, "forbidden", "api_key", "invalid")
+    assert HTTP.post(url + "/translate", data={"q": "the cat", "target": "es", "source": "en", "api_key": "plain"},
                       timeout=30).status_code == 200  # fmt: skip
     assert rejections(servers, "missing_key") >= 1 and rejections(servers, "invalid_key") >= 1
 
@@ -117,11 +116,11 @@ def test_daily_characters_are_exact(sqlite_pair):
 def test_per_request_limits(sqlite_pair):
     """A key's char_limit and batch_limit: 422 naming the limit; within them it passes."""
     url = sqlite_pair[0][0].url
-    r = httpx.post(url + "/detect", json={"q": "x" * 11, "api_key": "small"})
+    r = HTTP.post(url + "/detect", json={"q": "x" * 11, "api_key": "small"})
     check_error(r, 422, "validation", "char_limit=10")
-    r = httpx.post(url + "/detect", json={"q": ["a", "b", "c"], "api_key": "small"})
+    r = HTTP.post(url + "/detect", json={"q": ["a", "b", "c"], "api_key": "small"})
     check_error(r, 422, "validation", "batch_limit=2")
-    assert httpx.post(url + "/detect", json={"q": ["a", "b"], "api_key": "small"}).status_code == 200
+    assert HTTP.post(url + "/detect", json={"q": ["a", "b"], "api_key": "small"}).status_code == 200
 
 
 def test_anonymous_limits_shared_in_redis(redis_pair):
@@ -130,7 +129,7 @@ def test_anonymous_limits_shared_in_redis(redis_pair):
     responses = burst([s.url for s in redis_pair], 30, {"q": "hello world", "api_key": "ignored"})
     assert statuses(responses) == {200: 12, 429: 18}
     assert rejections(redis_pair, "req_limit") == 18
-    r = httpx.post(redis_pair[0].url + "/detect", json={"q": "x" * 51})
+    r = HTTP.post(redis_pair[0].url + "/detect", json={"q": "x" * 51})
     check_error(r, 422, "validation", "char_limit=50")
 
 
@@ -150,14 +149,12 @@ async def stream_tokens(client: httpx.AsyncClient, url: str, times: list[float],
                 started.set()
 
 
-def test_streams_flow_while_another_process_holds_the_write_lock(tmp_path):
+def test_streams_flow_while_another_process_holds_the_write_lock(sqlite_pair):
     """Keys on, 2 HTTP workers: 4 streams run; another process takes the SQLite key file's write lock for HOLD_S
     and 6 requests wait to be counted (each on its own connection, so both workers get some): every stream keeps
     getting tokens (no gap near HOLD_S: the wait is off the event loop), and the waiting requests pass once the lock
     is gone."""
-    db = add_keys(tmp_path / "keys.sqlite", {"plain": {}})
-    server = ServerProcess("--model", str(BUILTIN), "--workers", "2", "--warmup-rounds", "0", "--api-keys",
-                           "--keys-db", str(db)).wait()  # fmt: skip
+    (server, _), db = sqlite_pair
 
     async def run() -> tuple[list[list[float]], tuple[float, float], list[int]]:
         limits = httpx.Limits(max_keepalive_connections=0)
@@ -182,10 +179,7 @@ def test_streams_flow_while_another_process_holds_the_write_lock(tmp_path):
             await asyncio.gather(*streams)
             return times, window, [r.status_code for r in answers]
 
-    try:
-        times, (start, end), statuses = asyncio.run(run())
-    finally:
-        server.stop()
+    times, (start, end), statuses = asyncio.run(run())
     assert statuses == [200] * 6
     for stream in times:
         assert stream[-1] > end, "the stream ended before the lock did: nothing shown"

@@ -4,19 +4,20 @@ sent over HTTP to the real server as a new user would, with form and JSON bodies
 
 from __future__ import annotations
 
-import httpx
 import pytest
+
+from bench.harness.client import HTTP
 
 FORM = {"q": "Hello", "source": "en", "target": "es", "format": "text"}
 
 
 def test_translate_form(server):
-    r = httpx.post(server.url + "/translate", data=FORM, timeout=30)
+    r = HTTP.post(server.url + "/translate", data=FORM, timeout=30)
     assert r.status_code == 200 and "translatedText" in r.json()
 
 
 def test_translate_batch_json(server):
-    r = httpx.post(server.url + "/translate", json={**FORM, "q": ["Hello", "World"]}, timeout=30)
+    r = HTTP.post(server.url + "/translate", json={**FORM, "q": ["Hello", "World"]}, timeout=30)
     assert r.status_code == 200
     assert isinstance(r.json()["translatedText"], list) and len(r.json()["translatedText"]) == 2
 
@@ -24,12 +25,12 @@ def test_translate_batch_json(server):
 @pytest.mark.parametrize("send", ["data", "json"])
 def test_translate_unsupported_target_is_named_as_libretranslate_names_it(server, send):
     """Catches a message reworded (LibreTranslate's clients show it as is) or a status other than 400."""
-    r = httpx.post(server.url + "/translate", **{send: {**FORM, "target": "zz"}}, timeout=30)
+    r = HTTP.post(server.url + "/translate", **{send: {**FORM, "target": "zz"}}, timeout=30)
     assert r.status_code == 400 and r.json()["error"] == "zz is not supported"
 
 
 def test_translate_unsupported_source(server):
-    r = httpx.post(server.url + "/translate", data={**FORM, "source": "zz"}, timeout=30)
+    r = HTTP.post(server.url + "/translate", data={**FORM, "source": "zz"}, timeout=30)
     assert r.status_code == 400 and r.json()["error"] == "zz is not supported"
 
 
@@ -45,39 +46,39 @@ def test_translate_unsupported_source(server):
 @pytest.mark.parametrize("send", ["data", "json"])
 def test_translate_missing_parameter(server, fields, name, send):
     """A missing (or empty) field is a 400 with LibreTranslate's text, not a 422."""
-    r = httpx.post(server.url + "/translate", **{send: fields}, timeout=30)
+    r = HTTP.post(server.url + "/translate", **{send: fields}, timeout=30)
     assert r.status_code == 400, r.text
     assert r.json()["error"] == f"Invalid request: missing {name} parameter"
 
 
 def test_detect(server):
-    r = httpx.post(server.url + "/detect", data={"q": "Hello"}, timeout=30)
+    r = HTTP.post(server.url + "/detect", data={"q": "Hello"}, timeout=30)
     assert r.status_code == 200
     assert len(r.json()) >= 1 and {"confidence", "language"} <= set(r.json()[0])
 
 
 def test_detect_without_fields_is_a_400(server):
     """No body at all (no content type either): 400 naming q, not a 422 about the body."""
-    r = httpx.post(server.url + "/detect", timeout=30)
+    r = HTTP.post(server.url + "/detect", timeout=30)
     assert r.status_code == 400 and r.json()["error"] == "Invalid request: missing q parameter"
 
 
 def test_languages(server):
-    r = httpx.get(server.url + "/languages")
+    r = HTTP.get(server.url + "/languages")
     assert r.status_code == 200 and {"code", "name"} <= set(r.json()[0])
 
 
 def test_frontend_settings(server):
-    assert httpx.get(server.url + "/frontend/settings").status_code == 200
+    assert HTTP.get(server.url + "/frontend/settings").status_code == 200
 
 
 def test_health(server):
-    r = httpx.get(server.url + "/health")
+    r = HTTP.get(server.url + "/health")
     assert r.status_code == 200 and r.json() == {"status": "ok"}
 
 
 def test_spec_is_the_openapi_document(server):
-    r = httpx.get(server.url + "/spec")
+    r = HTTP.get(server.url + "/spec")
     assert r.status_code == 200 and {"/translate", "/v2/translate", "/v2/document"} <= set(r.json()["paths"])
 
 
@@ -86,8 +87,8 @@ def test_spec_is_the_openapi_document(server):
     [("GET", "/detect"), ("POST", "/languages"), ("POST", "/health"), ("POST", "/spec"), ("GET", "/translate")],
 )
 def test_wrong_method_is_a_405(server, method, path):
-    assert httpx.request(method, server.url + path, timeout=30).status_code == 405
+    assert HTTP.request(method, server.url + path, timeout=30).status_code == 405
 
 
 def test_serves_on_after_the_refusals(server):
-    assert httpx.post(server.url + "/translate", data=FORM, timeout=30).status_code == 200
+    assert HTTP.post(server.url + "/translate", data=FORM, timeout=30).status_code == 200

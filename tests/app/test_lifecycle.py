@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import pytest
 
-from bench.harness.client import metrics, parse_sse, value
+from bench.harness.client import HTTP, metrics, parse_sse, value
 from bench.harness.server import ServerProcess
 from tests.app.helpers import LONG, body, wait_for
 
@@ -28,7 +28,7 @@ def slow(native_dir):
 def get(url: str) -> httpx.Response | None:
     """GET, or None while nothing listens yet."""
     try:
-        return httpx.get(url, timeout=5)
+        return HTTP.get(url, timeout=5)
     except httpx.TransportError:
         return None
 
@@ -40,7 +40,7 @@ def test_not_ready_until_warmed_up(slow):
     first = get(slow.url + "/health/ready")
     assert first.status_code == 503, "warm-up finished before the first poll: raise --warmup-rounds"
     assert first.json()["status"] == "not_ready" and "loading" in first.json()["reason"]
-    r = httpx.post(slow.url + "/translate", json=body("the cat sleeps"))
+    r = HTTP.post(slow.url + "/translate", json=body("the cat sleeps"))
     assert r.status_code == 503 and r.json()["error_type"] == "not_ready" and r.headers["retry-after"]
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -51,12 +51,12 @@ def test_not_ready_until_warmed_up(slow):
         time.sleep(0.05)
     assert statuses[-1] == 200 and set(statuses) == {503, 200}
     assert all(s == 200 for s in (get(slow.url + "/health/ready").status_code for _ in range(3)))
-    assert httpx.post(slow.url + "/translate", json=body("the cat sleeps"), timeout=30).status_code == 200
+    assert HTTP.post(slow.url + "/translate", json=body("the cat sleeps"), timeout=30).status_code == 200
 
 
 def stream_events(url: str, payload: dict) -> list:
     """A streamed request's events."""
-    with httpx.stream("POST", url + "/translate", json={**payload, "stream": True}, timeout=60) as r:
+    with HTTP.stream("POST", url + "/translate", json={**payload, "stream": True}, timeout=60) as r:
         assert r.status_code == 200
         return parse_sse(r.read().decode())
 
@@ -74,7 +74,7 @@ def test_sigterm_drains(slow):
         wait_for(lambda: get(slow.url + "/health/ready").status_code == 503, timeout=5)
         ready = get(slow.url + "/health/ready").json()
         assert ready["status"] == "not_ready" and ready["reason"] == "draining"
-        refused = httpx.post(slow.url + "/translate", json=body("the cat sleeps"), timeout=10)
+        refused = HTTP.post(slow.url + "/translate", json=body("the cat sleeps"), timeout=10)
         assert refused.status_code == 503 and refused.json()["error_type"] == "not_ready"
         assert get(slow.url + "/health/live").status_code == 200
         assert not answer.done(), "the in-flight request finished before the checks: make it longer"

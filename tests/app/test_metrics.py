@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 
-from bench.harness.client import metrics, value
+from bench.harness.client import HTTP, metrics, value
 from tests import contract
 from tests.app.helpers import LONG, body, ok, wait_for
 from tests.contract import GAUGES, HISTOGRAMS
@@ -28,7 +28,7 @@ def total(samples, name: str) -> float:
 def test_every_contract_metric_is_exposed(server):
     """Histograms with _bucket/_sum/_count, counters with _total, gauges; TYPE lines; low-cardinality labels."""
     ok(server.url, "the cat sleeps")  # so that labelled series exist
-    text = httpx.get(server.url + "/metrics").text
+    text = HTTP.get(server.url + "/metrics").text
     for name in HISTOGRAMS:
         assert f"# TYPE {name} histogram" in text
     for name in GAUGES:
@@ -85,13 +85,13 @@ def test_counters_count_requests_and_tokens(server):
 def test_failures_are_counted_once(server):
     """Each refused request adds exactly one to mt_request_failures_total{error_type}."""
     before = metrics(server.url)
-    assert httpx.post(server.url + "/translate", json=body("")).status_code == 400
-    assert httpx.post(server.url + "/translate", json=body("x", parameters={"top_p": 3})).status_code == 422
+    assert HTTP.post(server.url + "/translate", json=body("")).status_code == 400
+    assert HTTP.post(server.url + "/translate", json=body("x", parameters={"top_p": 3})).status_code == 422
     assert (
-        httpx.post(server.url + "/translate", content=b"{", headers={"content-type": "application/json"}).status_code
+        HTTP.post(server.url + "/translate", content=b"{", headers={"content-type": "application/json"}).status_code
         == 422
     )
-    assert httpx.post(server.url + "/translate", json={"q": "x", "source": "en", "target": "de"}).status_code == 400
+    assert HTTP.post(server.url + "/translate", json={"q": "x", "source": "en", "target": "de"}).status_code == 400
     after = metrics(server.url)
     assert (
         value(after, "mt_request_failures_total", error_type="validation")

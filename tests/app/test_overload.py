@@ -7,7 +7,7 @@ import time
 
 import httpx
 
-from bench.harness.client import metrics, value
+from bench.harness.client import HTTP, metrics, value
 from tests.app.helpers import LONG, body
 
 N = 16
@@ -58,7 +58,7 @@ def test_full_queue_is_refused_fast_and_nothing_is_lost(small):
         before, "mt_requests_total", model="en-es", finish_reason="aborted"
     )
     for i in accepted:  # afterwards the server serves normally: each accepted answer equals a fresh one
-        alone = httpx.post(small.url + "/translate", json=bodies[i], timeout=60)
+        alone = HTTP.post(small.url + "/translate", json=bodies[i], timeout=60)
         assert alone.status_code == 200
         assert alone.json()["translatedText"] == results[i][0].json()["translatedText"]
         assert alone.json()["details"]["generated_tokens"] == 255
@@ -67,5 +67,5 @@ def test_full_queue_is_refused_fast_and_nothing_is_lost(small):
 def test_a_job_is_queued_whole(small):
     """A 3-text job on an idle server with max_queue=2 is accepted: a job's units enter the queue together."""
     for _ in range(5):
-        r = httpx.post(small.url + "/translate", json=body(["the cat", "the dog", "a tree"]), timeout=60)
+        r = HTTP.post(small.url + "/translate", json=body(["the cat", "the dog", "a tree"]), timeout=60)
         assert r.status_code == 200, r.text

@@ -2,12 +2,12 @@
 phrases against float32's, in-process as the engine batches one 64-phrase request (chrF within 0.5, at least 95%
 identical; int8 90%); and one real server started with --dtype, as an operator starts it."""
 
-import httpx
 import pytest
 import sacrebleu
 import torch
 
 from app.settings import BUILTIN
+from bench.harness.client import HTTP
 from bench.harness.server import ServerProcess
 from model.loading.checkpoint import load
 from model.network.precision import choose
@@ -54,9 +54,9 @@ def test_a_server_started_with_a_dtype_serves_and_reports_it():
     text = PHRASES[0][0]
     proc = ServerProcess("--dtype", "int8", "--warmup-rounds", "0").wait()  # the built-in model
     try:
-        (m,) = httpx.get(proc.url + "/info").json()["models"]
+        (m,) = HTTP.get(proc.url + "/info").json()["models"]
         body = {"q": text, "source": "en", "target": "es", "parameters": {"max_new_tokens": 64}}
-        r = httpx.post(proc.url + "/translate", json=body, timeout=120)
+        r = HTTP.post(proc.url + "/translate", json=body, timeout=120)
     finally:
         proc.stop()
     assert (m["dtype"], m["dtype_reason"], m["device"]) == (*choose("int8", "cpu"), "cpu")

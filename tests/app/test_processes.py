@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import pytest
 
-from bench.harness.client import metrics, parse_sse, value
+from bench.harness.client import HTTP, metrics, parse_sse, value
 from bench.harness.procs import connections, has_torch
 from bench.harness.server import ServerProcess
 from tests.app.helpers import LONG, body, offline, wait_for
@@ -83,7 +83,7 @@ def zombie(pid: int) -> bool:
 def stream_outcome(url: str, payload: dict) -> tuple[str, float]:
     """The last event of a stream and when it came."""
     try:
-        with httpx.stream("POST", url + "/translate", json={**payload, "stream": True}, timeout=30) as r:
+        with HTTP.stream("POST", url + "/translate", json={**payload, "stream": True}, timeout=30) as r:
             events = parse_sse(r.read().decode())
         return events[-1].event if events else "none", time.monotonic()
     except httpx.TransportError as exc:
@@ -93,7 +93,7 @@ def stream_outcome(url: str, payload: dict) -> tuple[str, float]:
 def json_outcome(url: str, payload: dict) -> tuple[int | str, float]:
     """The status of a JSON answer (or the transport error) and when it came."""
     try:
-        r = httpx.post(url + "/translate", json=payload, timeout=30)
+        r = HTTP.post(url + "/translate", json=payload, timeout=30)
         return (r.status_code, r.json()["error_type"]), time.monotonic()
     except httpx.TransportError as exc:
         return type(exc).__name__, time.monotonic()

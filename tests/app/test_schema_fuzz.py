@@ -7,9 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import httpx
 import pytest
 
+from bench.harness.client import HTTP
 from bench.harness.server import ServerProcess
 from tests.app.helpers import ok
 
@@ -39,7 +39,7 @@ def schemathesis(url: str, tmp_path: Path, *args: str) -> None:
 
 def test_openapi_schema_is_complete(fuzzed):
     """The /translate body schema is part of the document (its $ref resolves), for JSON and both kinds of forms."""
-    spec = httpx.get(fuzzed.url + "/openapi.json").json()
+    spec = HTTP.get(fuzzed.url + "/openapi.json").json()
     content = spec["paths"]["/translate"]["post"]["requestBody"]["content"]
     assert set(content) == {"application/json", "application/x-www-form-urlencoded", "multipart/form-data"}
     ref = content["application/json"]["schema"]["$ref"].removeprefix("#/components/schemas/")
@@ -68,5 +68,5 @@ def test_no_server_errors(fuzzed, tmp_path):
     log = fuzzed.log_path.read_text(errors="replace")
     assert "Exception in ASGI application" not in log and "died" not in log
     assert " 200 OK" in log
-    assert httpx.get(fuzzed.url + "/health/ready").status_code == 200
+    assert HTTP.get(fuzzed.url + "/health/ready").status_code == 200
     assert ok(fuzzed.url, "the cat sleeps")["translatedText"]

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import httpx
 import pytest
 
-from bench.harness.client import parse_sse
+from bench.harness.client import HTTP, parse_sse
 from tests.app.helpers import LONG, body, check_stream, ok, streamed_text
 
 TEXTS = ["the cat sleeps", "a big red dog runs in the city", "hello world", "the small green tree eats"]
@@ -59,18 +58,18 @@ def test_beam_search_streams_its_stable_prefix(server):
 def test_accept_header_streams(server):
     """Accept: text/event-stream streams without "stream": true; "stream": false in the body wins."""
     headers = {"Accept": "text/event-stream"}
-    with httpx.stream("POST", server.url + "/translate", json=body(TEXTS[0]), headers=headers, timeout=60) as r:
+    with HTTP.stream("POST", server.url + "/translate", json=body(TEXTS[0]), headers=headers, timeout=60) as r:
         events = parse_sse(r.read().decode())
     assert r.headers["content-type"].startswith("text/event-stream")
     assert events[-1].event == "done"
     assert streamed_text(events) == events[-1].data["translatedText"] == ok(server.url, TEXTS[0])["translatedText"]
-    r = httpx.post(server.url + "/translate", json=body(TEXTS[0], stream=False), headers=headers, timeout=60)
+    r = HTTP.post(server.url + "/translate", json=body(TEXTS[0], stream=False), headers=headers, timeout=60)
     assert r.headers["content-type"] == "application/json"
 
 
 def test_errors_before_streaming_are_json(server):
     """Refusals happen before the stream starts: a JSON error with its status, not an event stream."""
-    r = httpx.post(server.url + "/translate", json={"q": "x", "source": "en", "target": "zz", "stream": True})
+    r = HTTP.post(server.url + "/translate", json={"q": "x", "source": "en", "target": "zz", "stream": True})
     assert r.status_code == 400
     assert r.json()["error_type"] == "unsupported_language"
 
@@ -80,10 +79,10 @@ def test_keep_alive_comments_during_silence(small):
     keep the connection warm."""
     two_long = ["<b>the cat sleeps</b>", "<b>a dog runs</b>"]  # one after the other: ~0.4 s on the tiny model
     ahead = body(two_long, format="html", stream=True, parameters={"beam_size": 8, **LONG})
-    with httpx.stream("POST", small.url + "/translate", json=ahead, timeout=60) as long:
+    with HTTP.stream("POST", small.url + "/translate", json=ahead, timeout=60) as long:
         lines = long.iter_lines()
         assert next(lines) == "event: token"  # "<b>": the long job is queued
-        with httpx.stream("POST", small.url + "/translate", json=body("hello world", stream=True), timeout=60) as r:
+        with HTTP.stream("POST", small.url + "/translate", json=body("hello world", stream=True), timeout=60) as r:
             raw = r.read().decode()
         assert parse_sse("\n".join(lines))[-1].event == "done"
     assert raw.count(": keep-alive\n\n") >= 2

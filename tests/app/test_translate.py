@@ -7,9 +7,9 @@ import html
 import json
 from importlib.metadata import version
 
-import httpx
 import pytest
 
+from bench.harness.client import HTTP
 from model.runner.params import DecodeParams
 from tests.app.helpers import offline, offline_hyps, ok, translate
 
@@ -67,10 +67,10 @@ def test_form_body_equals_json_body(server):
     params = {"beam_size": 3, "return_scores": True, "max_new_tokens": 40}
     form = {"q": TEXTS[:2], "source": "en", "target": "es", "alternatives": "1", "stream": "false"}
     form["parameters"] = json.dumps(params)
-    r = httpx.post(server.url + "/translate", data=form, timeout=60)
+    r = HTTP.post(server.url + "/translate", data=form, timeout=60)
     assert r.status_code == 200, r.text
     assert r.json() == strip_timing(ok(server.url, TEXTS[:2], alternatives=1, parameters=params), r.json())
-    single = httpx.post(server.url + "/translate", data={"q": TEXTS[2], "source": "en", "target": "es"}, timeout=60)
+    single = HTTP.post(server.url + "/translate", data={"q": TEXTS[2], "source": "en", "target": "es"}, timeout=60)
     assert single.status_code == 200, single.text
     assert single.json()["translatedText"] == ok(server.url, TEXTS[2])["translatedText"]
 
@@ -233,7 +233,7 @@ def test_timing_headers_cover_the_whole_request(server):
 
 def test_languages(server):
     """GET /languages from the loaded models: every source and target, as LibreTranslate lists them."""
-    r = httpx.get(server.url + "/languages")
+    r = HTTP.get(server.url + "/languages")
     assert r.status_code == 200
     assert r.json() == [
         {"code": "en", "name": "English", "targets": ["es"]},
@@ -243,7 +243,7 @@ def test_languages(server):
 
 def test_info(server, checkpoint):
     """GET /info: models (name, pair, parameters, dtype, device), limits (flags applied), version."""
-    info = httpx.get(server.url + "/info").json()
+    info = HTTP.get(server.url + "/info").json()
     assert info["version"] == version("mt-server")
     assert info["ready"] is True
     (m,) = info["models"]
@@ -262,7 +262,7 @@ def test_info(server, checkpoint):
 
 def test_source_auto(server, checkpoint):
     """source=auto picks the only model that translates into the target."""
-    r = httpx.post(server.url + "/translate", json={"q": TEXTS[0], "target": "es"}, timeout=60)
+    r = HTTP.post(server.url + "/translate", json={"q": TEXTS[0], "target": "es"}, timeout=60)
     assert r.status_code == 200
     assert r.json()["translatedText"] == offline(checkpoint, TEXTS[0], max_new_tokens=DEFAULT_MAX_NEW)[0]
 

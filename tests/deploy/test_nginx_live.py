@@ -13,7 +13,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bench.harness.server import ROOT, ServerProcess, free_port
+from bench.harness.client import HTTP
+from bench.harness.server import ROOT, ServerProcess, free_port, stop_all
 
 CONF = ROOT / "deploy" / "nginx" / "nginx.conf"
 BODY = {"q": "the big red cat runs in the city", "source": "en", "target": "es"}
@@ -59,7 +60,7 @@ def cluster(native_dir, tmp_path_factory):
         deadline = time.monotonic() + 20
         while True:
             try:
-                if httpx.get(url + "/nginx-health", timeout=1).status_code == 200:
+                if HTTP.get(url + "/nginx-health", timeout=1).status_code == 200:
                     break
             except httpx.TransportError:
                 pass
@@ -70,13 +71,12 @@ def cluster(native_dir, tmp_path_factory):
         if proc is not None:
             proc.terminate()
             proc.wait(10)
-        for r in replicas:
-            r.stop()
+        stop_all(replicas)
 
 
 def served(replica: ServerProcess) -> float:
     """Finished requests a replica has counted."""
-    text = httpx.get(replica.url + "/metrics", timeout=5).text
+    text = HTTP.get(replica.url + "/metrics", timeout=5).text
     return sum(float(v) for v in re.findall(r"^mt_requests_total\{[^}]*\} (\S+)$", text, flags=re.M))
 
 
@@ -85,7 +85,7 @@ def test_requests_spread_over_both_replicas(cluster):
     before = [served(r) for r in replicas]
     body = {**BODY, "parameters": {"min_new_tokens": 20, "max_new_tokens": 20}}
     with cf.ThreadPoolExecutor(8) as pool:
-        answers = list(pool.map(lambda _: httpx.post(url + "/translate", json=body, timeout=60), range(24)))
+        answers = list(pool.map(lambda _: HTTP.post(url + "/translate", json=body, timeout=60), range(24)))
     assert all(a.status_code == 200 for a in answers)
     assert len({a.json()["translatedText"] for a in answers}) == 1
     gained = [served(r) - b for r, b in zip(replicas, before, strict=True)]
@@ -96,7 +96,7 @@ def test_stream_passes_through_unbuffered(cluster):
     url, _ = cluster
     body = {**BODY, "stream": True, "parameters": {"min_new_tokens": 150, "max_new_tokens": 150}}
     start, arrivals = time.monotonic(), []
-    with httpx.stream("POST", url + "/translate", json=body, timeout=60) as resp:
+    with HTTP.stream("POST", url + "/translate", json=body, timeout=60) as resp:
         assert resp.status_code == 200
         assert resp.headers["content-type"].startswith("text/event-stream")
         for line in resp.iter_lines():
@@ -111,12 +111,12 @@ def test_stream_passes_through_unbuffered(cluster):
 def test_stopping_one_replica_fails_no_request(cluster):
     url, replicas = cluster
     body = {**BODY, "parameters": {"min_new_tokens": 30, "max_new_tokens": 30}}
-    expected = httpx.post(url + "/translate", json=body, timeout=60).json()["translatedText"]
+    expected = HTTP.post(url + "/translate", json=body, timeout=60).json()["translatedText"]
 
     def call(i: int) -> tuple[int, str]:
         if i == 12:
             replicas[0].terminate()  # SIGTERM mid-load: the replica drains and exits
-        r = httpx.post(url + "/translate", json=body, timeout=60)
+        r = HTTP.post(url + "/translate", json=body, timeout=60)
         return r.status_code, r.json().get("translatedText", r.text)
 
     with cf.ThreadPoolExecutor(6) as pool:
@@ -124,4 +124,4 @@ def test_stopping_one_replica_fails_no_request(cluster):
     assert [s for s, _ in results] == [200] * 60, results
     assert {t for _, t in results} == {expected}
     assert replicas[0].proc.wait(30) == 0  # drained and exited cleanly
-    assert httpx.post(url + "/translate", json=body, timeout=60).status_code == 200
+    assert HTTP.post(url + "/translate", json=body, timeout=60).status_code == 200

@@ -15,7 +15,7 @@ import pytest
 
 from app.documents.store import FileStore
 from app.settings import BUILTIN
-from bench.harness.client import metrics, parse_sse, value
+from bench.harness.client import HTTP, metrics, parse_sse, value
 from bench.harness.server import ServerProcess
 from tests.app.helpers import idle, wait_for
 from tests.documents import build
@@ -28,13 +28,13 @@ def test_libretranslate_client_shape(builtin):
     assert r.status_code == 200, r.text
     url = r.json()["translatedFileUrl"]
     assert url.startswith(builtin.url + "/download_file/") and url.endswith(".notes.txt")
-    got = httpx.get(url)
+    got = HTTP.get(url)
     assert got.status_code == 200 and got.text == oracle(builtin.url, ["Good morning."])["Good morning."] + "\n"
     assert "attachment" in got.headers["content-disposition"]
-    assert httpx.get(url, params={"api_key": "k1"}).status_code == 200
-    other = httpx.get(url, params={"api_key": "someone-else"})
+    assert HTTP.get(url, params={"api_key": "k1"}).status_code == 200
+    other = HTTP.get(url, params={"api_key": "someone-else"})
     assert other.status_code == 404 and other.json()["error_type"] == "not_found"
-    assert httpx.get(builtin.url + "/download_file/..%2F..%2Fetc%2Fpasswd").status_code == 404
+    assert HTTP.get(builtin.url + "/download_file/..%2F..%2Fetc%2Fpasswd").status_code == 404
 
 
 def test_source_auto(builtin):
@@ -56,7 +56,7 @@ def test_direct_answer(builtin):
 def test_progress_events(builtin):
     """Accept: text/event-stream: progress events up to the total, then done with the download URL."""
     lines = "\n".join(f"The house number {i} is big." for i in range(20)).encode()
-    with httpx.stream(
+    with HTTP.stream(
         "POST",
         builtin.url + "/translate_file",
         files={"file": ("a.txt", lines)},
@@ -68,7 +68,7 @@ def test_progress_events(builtin):
     progress = [e.data for e in events if e.event == "progress"]
     assert progress and progress[-1]["done"] <= progress[-1]["total"] == 20
     assert events[-1].event == "done" and events[-1].data["details"]["segments"] == 20
-    assert httpx.get(events[-1].data["translatedFileUrl"]).status_code == 200
+    assert HTTP.get(events[-1].data["translatedFileUrl"]).status_code == 200
 
 
 def bomb(entries: int, size: int) -> bytes:
@@ -115,9 +115,9 @@ def test_hostile_and_unknown_files(builtin):
     refused(builtin.url, "a.txt", b"x" * 400_000, 413, "max_file_bytes=300000")
     refused(builtin.url, "a.txt", b"Hello there.\n" * 301, 413, "max_segments=300")
     refused(builtin.url, "a.txt", (b"Hello there. " * 100 + b"\n") * 20, 413, "max_file_chars=20000")
-    missing = httpx.post(builtin.url + "/translate_file", data={"source": "en", "target": "es"}, files={"x": b"1"})
+    missing = HTTP.post(builtin.url + "/translate_file", data={"source": "en", "target": "es"}, files={"x": b"1"})
     assert missing.status_code == 422 and "file" in missing.json()["error"]
-    no_target = httpx.post(builtin.url + "/translate_file", files={"file": ("a.txt", b"Hi.")})
+    no_target = HTTP.post(builtin.url + "/translate_file", files={"file": ("a.txt", b"Hi.")})
     assert no_target.status_code == 422 and "target" in no_target.json()["error"]
 
 
@@ -171,7 +171,7 @@ def test_one_job_duplicates_once(builtin):
     r = upload(builtin.url, "a.txt", b"The house is big.\nGood morning.\n" * 10)
     assert r.status_code == 200 and r.json()["details"]["segments"] == 20
     assert count() - before == 2
-    limits = httpx.get(builtin.url + "/info").json()["limits"]
+    limits = HTTP.get(builtin.url + "/info").json()["limits"]
     assert limits["max_file_bytes"] == 300_000 and limits["max_segments"] == 300
 
 

@@ -6,9 +6,9 @@ import os
 import shutil
 from pathlib import Path
 
-import httpx
 import pytest
 
+from bench.harness.client import HTTP
 from bench.harness.server import ServerProcess
 
 CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
@@ -31,19 +31,16 @@ FLAGS = (
 
 
 @pytest.fixture(scope="module")
-def servers(native_dir):
-    """The tiny model served twice, started together: a normal server and one whose queue takes nothing."""
-    common = ("--model", str(native_dir), "--max-wait-ms", "5", "--warmup-rounds", "1")
-    procs = {"ok": ServerProcess(*common), "busy": ServerProcess(*common, "--max-queue", "0")}
+def servers(server, native_dir):
+    """The tiny model served twice: the shared server (tests/conftest.py) and one whose queue takes nothing."""
+    busy = ServerProcess("--model", str(native_dir), "--max-wait-ms", "5", "--warmup-rounds", "1", "--max-queue", "0")
     try:
-        for proc in procs.values():
-            proc.wait()
-        page = httpx.get(procs["ok"].url + "/", timeout=10)
+        busy.wait()
+        page = HTTP.get(server.url + "/", timeout=10)
         assert page.status_code == 200, "GET / is not served: include app.api.page.router in create_app"
-        yield procs
+        yield {"ok": server, "busy": busy}
     finally:
-        for proc in procs.values():
-            proc.stop()
+        busy.stop()
 
 
 @pytest.fixture(scope="module")
@@ -109,7 +106,7 @@ def wait_error(driver) -> str:
 def answer(url: str, q: str, **extra) -> dict:
     """The JSON answer for what the page sends (greedy unless alternatives ask for beams)."""
     body = {"q": q, "source": "en", "target": "es", "parameters": {"beam_size": 1}, **extra}
-    r = httpx.post(url + "/translate", json=body, timeout=60)
+    r = HTTP.post(url + "/translate", json=body, timeout=60)
     assert r.status_code == 200, r.text
     return r.json()
 
@@ -117,13 +114,13 @@ def answer(url: str, q: str, **extra) -> dict:
 def test_page_loads_and_lists_the_pairs(servers, browser):
     """The page, its script and stylesheet load from this server alone; en->es is offered; controls have labels."""
     url = servers["ok"].url
-    r = httpx.get(url + "/")
+    r = HTTP.get(url + "/")
     assert r.headers["content-type"].startswith("text/html")
     assert "default-src 'none'" in r.headers["content-security-policy"]
     for name, ctype in (("app.js", "text/javascript"), ("style.css", "text/css")):
-        assert httpx.get(f"{url}/static/{name}").headers["content-type"].startswith(ctype)
-    assert httpx.get(url + "/static/index.py").status_code == 404
-    assert "/" not in httpx.get(url + "/openapi.json").json()["paths"]
+        assert HTTP.get(f"{url}/static/{name}").headers["content-type"].startswith(ctype)
+    assert HTTP.get(url + "/static/index.py").status_code == 404
+    assert "/" not in HTTP.get(url + "/openapi.json").json()["paths"]
 
     open_page(browser, url)
     assert browser.title.startswith("Translate")
