@@ -4,7 +4,7 @@ A piece of work is a function of a plan (host values) and of tensors, among them
 is the plan, every host value inside its arguments and every tensor's shape and dtype, so that a replay does what
 a run with these arguments would. Tensors given by reference (buffers the work changes in place, such as the K/V
 pool) are read and written where they are, their addresses part of the key; every other input is copied into the
-graph's own buffers before a replay (unless it is that buffer already). Fields marked `host` in a dataclass never
+graph's own buffers before every replay. Fields marked `host` in a dataclass never
 reach the work (they come back as None): the work must not read them.
 
 A key seen for the first time runs eagerly (the graph's warm-up), the second time it is captured and replayed. The
@@ -67,7 +67,7 @@ def _fields(x: Any) -> tuple[dataclasses.Field, ...]:
 
 @dataclass
 class Captured:
-    """One key's graph: its input buffers and its outputs (as the work returns them, over the graph's tensors)."""
+    """One key's graph, its outputs (as the work returns them, over the graph's tensors) and its input buffers."""
 
     graph: Any
     outputs: Any
