@@ -17,6 +17,7 @@ from app.engine.request import EngineRequest, Status
 from app.engine.scheduler import Limits, Scheduler
 from app.metrics import Metrics, Tally
 from model.runner import Runner
+from model.runner.constraints import Words
 from model.runner.loop import DecodeLoop
 from model.runner.search import Hypothesis, Request, StepOutput
 from model.runner.state import Encoded
@@ -41,13 +42,14 @@ class EngineCore:
         max_queue: int,
         max_wait_ms: float,
         overlap: bool = False,
+        words: Words | None = None,
     ):
         self.name, self.model, self.metrics = name, model, metrics
         self.scheduler = Scheduler(limits)
         self.max_queue, self.max_wait = max_queue, max_wait_ms / 1000
         self.requests: dict[tuple[bytes, int], EngineRequest] = {}  # waiting and running, by key
         self.running: dict[tuple[bytes, int], EngineRequest] = {}
-        self.loop = DecodeLoop(model, overlap)  # the running batch and the decode step in flight
+        self.loop = DecodeLoop(model, overlap, words)  # the running batch and the decode step in flight
         self.reserved = 0  # cache tokens reserved by running requests
         self.outbox: dict[bytes, Update] = {}
         self.last_step = 0.0  # when the previous decode step's tokens came out

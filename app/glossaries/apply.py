@@ -4,6 +4,7 @@ as the decoder emits them inside a sentence), and the report of what the output 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 from app.glossaries.entries import Entry
@@ -33,15 +34,25 @@ class GlossaryUse:
             self._ids[match.target] = tuple(self.encode(match.target))
         return self._ids[match.target]
 
-    def constraints(self, unit: str) -> Constraints:
-        """The unit's constraints: the token ids of each matched target that differs from its source, once each."""
-        wanted = [self._target_ids(m) for m in self.matcher.find(unit) if not m.verbatim]
-        return tuple(c for c in dict.fromkeys(wanted) if c)[: self.max_constraints]
+    def constraints(self, unit: str) -> tuple[Constraints, list[tuple[int, int]]]:
+        """The unit's constraints: the token ids of each matched target that differs from its source, one per
+        occurrence (a term found twice is wanted twice), and the span of the unit each one translates."""
+        matches = [m for m in self.matcher.find(unit) if not m.verbatim]
+        found = [(ids, (m.start, m.end)) for m in matches if (ids := self._target_ids(m))][: self.max_constraints]
+        return tuple(ids for ids, _ in found), [span for _, span in found]
 
     @staticmethod
     def report(entries: list[Entry], output: str) -> list[dict]:
-        """Per matched entry: its terms and whether the target appears in the output as written (case-sensitive)."""
-        return [{"source": s, "target": t, "applied": t in output} for s, t in entries]
+        """Per matched entry: its terms and whether the target stands in the output as whole words (case-sensitive,
+        but for a capital first letter at the output's start)."""
+        return [{"source": s, "target": t, "applied": whole_words(t, output)} for s, t in entries]
+
+
+def whole_words(term: str, text: str) -> bool:
+    """Whether `term` stands in `text` as whole words, or with a capital first letter at its start (¿ and ¡ before)."""
+    exact = re.search(rf"(?<!\w){re.escape(term)}(?!\w)", text) is not None
+    capital = term[:1].upper() + term[1:]
+    return exact or re.match(rf"[\s¿¡\"'(«]*{re.escape(capital)}(?!\w)", text) is not None
 
 
 def union(first: list[tuple[int, int]], second: list[tuple[int, int]]) -> list[tuple[int, int]]:

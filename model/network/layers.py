@@ -139,6 +139,18 @@ class MultiHeadAttention(nn.Module):
             return self.out_proj(groups.rows(self.attend(groups.queries(q), k, v, mask, True)))  # (B, 1, d_model)
         return self.out_proj(self.attend(q, k, v, mask, t == 1).transpose(1, 2).reshape(b, t, -1))
 
+    def weights(self, x: Tensor, k: Tensor, mask: Tensor, groups: Groups | None, heads: tuple[int, ...]) -> Tensor:
+        """A decode step's attention distributions over the keys, averaged over `heads`: x (n, 1, d_model) -> (n, S);
+        k (G, H, S, D) and the additive mask (G, 1, 1, S) per slot, read through `groups` as in `forward`."""
+        q = self.split(self.q_proj(x))  # (n, H, 1, D)
+        if groups is not None:
+            q = groups.queries(q)  # (G, H, W, D)
+        probs = (torch.matmul(q, k.transpose(-2, -1)) * q.shape[-1] ** -0.5 + mask).softmax(-1)  # (G, H, W, S)
+        probs = probs.mean(1) if len(heads) == q.shape[1] else sum(probs[:, h] for h in heads) / len(heads)
+        if groups is None:
+            return probs[:, 0]
+        return groups.rows(probs[:, None])[:, 0]  # (n, S)
+
     def attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, step: bool) -> Tensor:
         """softmax(q k^T / sqrt(D) + mask) v: q (B, H, Tq, D) -> (B, H, Tq, D); `step`: a decode step's queries."""
         b, h = q.shape[:2]
