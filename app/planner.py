@@ -137,7 +137,8 @@ def glossary_use(ask: Ask, source: str, params: DecodeParams, settings: Settings
                        f"{terms.pair[1]}, the request translates {source}->{ask.target}")  # fmt: skip
     if params.sampling:
         raise ApiError(422, "validation", "glossary: works with greedy and beam search, not with sampling")
-    return GlossaryUse(terms.entries, desc.tokenizer.encode_target, settings.max_beam_size - 1)
+    tok = desc.tokenizer
+    return GlossaryUse(terms.entries, tok.encode_target, settings.max_beam_size - 1, tok.spells, params.max_new_tokens)
 
 
 def _given(value, default):

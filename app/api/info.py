@@ -97,7 +97,8 @@ async def info(service: ServiceDep) -> dict:
         "max_bytes": s.glossary_max_bytes,
         "constraints_per_unit": max(0, s.max_beam_size - 1),
         "beam": "a unit with n constraints, the longest of t tokens, decodes with a beam of at least "
-        "max(2, n + 1, min(t + 1, max_beam_size)), greedy requests too",
+        "max(2, n + 1, min(max(t + 1, 4), max_beam_size)), greedy requests too; each term placed where the decoder's "
+        "alignment reaches its source words",
     }
     ok, reason = service.readiness()
     return {"version": _version(), "ready": ok, "status": reason, "models": models, "limits": limits,

@@ -75,8 +75,8 @@ class Constraints:
         places = [[list(s) for s in sp] + [[-1, -1]] * (j - len(sp)) for sp in spans]
         length = (tokens >= 0).sum(2)
         span = upload(places, torch.long, device).view(n, j, 2)
-        fresh = torch.zeros(n, dtype=torch.bool, device=device)
-        return cls(tokens, length, torch.zeros_like(length), length == 0, span, torch.full_like(length, -1), fresh)
+        fresh, budget = torch.zeros(n, dtype=torch.bool, device=device), torch.full_like(length, -1)
+        return cls(tokens, length, torch.zeros_like(length), length == 0, span, budget, fresh)
 
     def concat(self, other: Constraints) -> Constraints:
         """These rows followed by `other`'s."""
@@ -105,13 +105,16 @@ class Constraints:
 
     def opened(self, align: Tensor) -> Constraints:
         """These rows once the decoder's alignment `align` (N, S) of this step is known: a window not open yet opens
-        where its mass on the constraint's span reaches ALIGN_MASS or its argmax falls inside."""
+        where its mass on the constraint's span reaches ALIGN_MASS or its argmax falls inside, and has passed once the
+        argmax reaches the source's last token (its end: a term is never appended after the sentence)."""
         start, end = self.span[..., 0].clamp(min=0), self.span[..., 1].clamp(min=0)  # (N, J)
         mass = F.pad(align.float().cumsum(1), (1, 0))  # (N, S + 1)
         on = mass.gather(1, end.clamp(max=align.shape[1])) - mass.gather(1, start.clamp(max=align.shape[1]))
         peak = align.argmax(1)[:, None]  # (N, 1)
         reached = (on >= ALIGN_MASS) | ((start <= peak) & (peak < end))
-        budget = torch.where(self.placed & (self.budget < 0) & reached, WINDOW_WORDS, self.budget)
+        last = (align > 0).long().cumsum(1).argmax(1)[:, None]  # (N, 1) the last source token (padding weighs 0)
+        waiting = self.placed & (self.budget < 0)
+        budget = torch.where(waiting & reached, WINDOW_WORDS, torch.where(waiting & (peak == last), 0, self.budget))
         return Constraints(self.tokens, self.length, self.matched, self.met, self.span, budget, self.fresh)
 
     def take(self, rows: Tensor) -> Constraints:
@@ -137,14 +140,13 @@ class Constraints:
         return matched.masked_fill(met, 0), met
 
     def advance(self, parents: Tensor, tokens: Tensor, words: Words | None = None) -> Constraints:
-        """The rows after a step: row i continues row parents[i] with token tokens[i]. A word started outside a term
-        spends a word of every open window."""
+        """The rows after a step: row i continues row parents[i] with token tokens[i]. A word start or punctuation
+        outside a term spends a word of every open window."""
         matched, met = self.after(parents, tokens)
         budget = self.budget.index_select(0, parents)
         fresh = (met & ~self.met.index_select(0, parents)).any(1)
         if words is not None:
-            spent = words.starts[tokens][:, None] & (matched == 0) & ~met & (budget > 0)
-            budget = budget - spent.long()
+            budget = budget - (~words.joins[tokens][:, None] & (matched == 0) & ~met & (budget > 0)).long()
         pick = lambda x: x.index_select(0, parents)  # noqa: E731
         return Constraints(pick(self.tokens), pick(self.length), matched, met, pick(self.span), budget, fresh)
 
