@@ -29,6 +29,7 @@ from model.runner.transfer import upload
 
 NEG_INF = float("-inf")
 WINDOW_WORDS = 2  # words, from the one the alignment reaches a term's source at, in which the term may start
+LATE = False
 ALIGN_MASS = 0.3  # the alignment's mass on a term's source span that opens its window (or its argmax inside it)
 
 
@@ -113,6 +114,8 @@ class Constraints:
         peak = align.argmax(1)[:, None]  # (N, 1)
         reached = (on >= ALIGN_MASS) | ((start <= peak) & (peak < end))
         last = (align > 0).long().cumsum(1).argmax(1)[:, None]  # (N, 1) the last source token (padding weighs 0)
+        if LATE:
+            reached |= (peak >= end) & (peak < last)
         waiting = self.placed & (self.budget < 0)
         budget = torch.where(waiting & reached, WINDOW_WORDS, torch.where(waiting & (peak == last), 0, self.budget))
         return Constraints(self.tokens, self.length, self.matched, self.met, self.span, budget, self.fresh)
