@@ -14,12 +14,13 @@ The metrics, per term of a row (each needed as many times as its source occurs i
   whole words ("jefas" holds "jefa" but not as a whole word);
 - after the end: the target stands after the output's last expected sentence ("Mi jefe está de vacaciones. jefa.");
 - appended: the output is the plain output with words stuck on its end, the target among them;
-- replaced beside: the word the term replaces stays within 2 words of it ("cartera billetera"); replaced kept: it
-  stays anywhere;
+- replaced beside: the word the term replaces (or its English source, untranslated) stays within 2 words of it
+  ("cartera billetera", "fridge nevera"); replaced kept: it stays anywhere;
 - determiner: the word right before the target is an article, demonstrative, possessive or quantifier that does not
   agree with the term's gender/number ("el foto", "una ventanal"); adjectives are not checked;
 - broken words: an output word, in neither the reference nor the plain output, that is one of their words (4+
-  letters) with 1-2 letters stuck on, that word itself missing ("autobúss", "sanitarios"): a word the term broke;
+  letters) with 1-2 letters stuck on, that word itself missing ("autobúss", "sanitarios"), or, next to a term, the
+  start of one of their words ("aniver obsequio", "Car carpetas"): a word the term broke;
 - window overlap (WMT21 terminology task): of the reference words within 2 words either side of the term, the share
   found within 2 words either side of it in the output (0 where the output lacks the term);
 and per corpus: chrF of the outputs and of the plain (glossary-less) outputs against the references, and the share of
@@ -78,6 +79,11 @@ class Term:
     def verbatim(self) -> bool:
         """A do-not-translate entry: the target is the source."""
         return self.source == self.target
+
+    @property
+    def leftovers(self) -> tuple[str, ...]:
+        """The words a term replaces, the English source itself (left untranslated) included."""
+        return self.replaced if self.verbatim else tuple(dict.fromkeys([*self.replaced, self.source.lower()]))
 
 
 @dataclass(frozen=True)
@@ -237,13 +243,23 @@ def words(text: str) -> list[str]:
     return [w.lower() for w in WORDS.findall(text)]
 
 
-def broken_words(output: str, reference: str, plain: str = "") -> list[str]:
-    """Output words found in neither the reference nor the plain output that are one of their words (4+ letters)
-    with 1-2 letters stuck on, that word itself missing from the output ("autobúss" for "autobús", "sanitarios" for
-    "sanitario"): a word the term broke; the plain output's own words (its inflections) are not counted."""
+def broken_words(output: str, reference: str, plain: str = "", targets: Sequence[str] = ()) -> list[str]:
+    """Output words found in neither the reference nor the plain output (the known words) that are a known word of
+    4+ letters with 1-2 letters stuck on, that word itself missing from the output ("autobúss" for "autobús",
+    "sanitarios" for "sanitario"), or, right before or after one of `targets`, the first 2+ letters of a known word
+    at least 2 letters longer ("aniver obsequio", "Car carpetas"): words a term broke. The plain output's own words
+    (its inflections) are not counted."""
     known, out = set(words(reference)) | set(words(plain)), words(output)
     stuck = lambda w, r: len(r) >= 4 and w.startswith(r) and 1 <= len(w) - len(r) <= 2 and r not in out
-    return [w for w in dict.fromkeys(out) if w not in known and any(stuck(w, r) for r in known)]
+    cut = lambda w, r: len(w) >= 2 and r.startswith(w) and len(r) - len(w) >= 2
+    spans_ = [m.span() for m in WORDS.finditer(output)]
+    beside = set()
+    for target in targets:
+        for m in re.finditer(re.escape(target.casefold()), output.casefold()):
+            first, last = _word_range(spans_, m.start(), m.end())
+            beside.update(i for i in (first - 1, last + 1) if 0 <= i < len(out))
+    return [w for i, w in enumerate(out) if w not in known and
+            (any(stuck(w, r) for r in known) or (i in beside and any(cut(w, r) for r in known)))]  # fmt: skip
 
 
 def _places(text_words: list[str], phrase: str) -> list[int]:
@@ -284,15 +300,15 @@ def sentence_report(row: Row, output: str, plain: str) -> dict:
             "whole": whole_word(output, t.target, ignore_case=True),
             "after_end": after_end(output, t.target, row.english),
             "appended": appended(output, t.target, plain),
-            "beside": replaced_beside(output, t.target, t.replaced),
-            "kept": replaced_kept(output, t.target, t.replaced),
+            "beside": replaced_beside(output, t.target, t.leftovers),
+            "kept": replaced_kept(output, t.target, t.leftovers),
             "determiner": determiner_disagrees(output, t.target, t.gender),
             "window": window_overlap(output, row.reference, t.target),
         })  # fmt: skip
     chrf = sacrebleu.sentence_chrf(output, [row.reference]).score
     chrf_plain = sacrebleu.sentence_chrf(plain, [row.reference]).score
     flags = {k: any(t[k] for t in terms) for k in ("after_end", "appended", "beside", "kept", "determiner")}
-    broken = broken_words(output, row.reference, plain)
+    broken = broken_words(output, row.reference, plain, [t.target for t in row.terms])
     return {
         "english": row.english, "reference": row.reference, "output": output, "plain": plain, "terms": terms,
         **flags, "broken": broken, "chrf": chrf, "chrf_plain": chrf_plain, "chrf_drop": chrf < chrf_plain - CHRF_DROP,
@@ -386,7 +402,7 @@ def problems(rows: Sequence[Row]) -> list[str]:
                 out.append(f"{where}: target {t.target!r} {got}x in the reference, {need} needed")
             if t.gender not in GENDERS or (t.verbatim and t.gender != "-"):
                 out.append(f"{where}: gender {t.gender!r} of {t.source!r}")
-            for r in t.replaced:
+            for r in t.leftovers:
                 if count(row.reference, r, ignore_case=True) or count(t.target, r, ignore_case=True):
                     out.append(f"{where}: replaced {r!r} in the reference or the target")
             source, target = row.entry(t)

@@ -122,6 +122,16 @@ def test_replaced_beside():
     assert not replaced_beside("Haz una copia de seguridad.", "copia de seguridad", "copia")
 
 
+def test_the_untranslated_source_counts_as_replaced():
+    row = Row("test", "Put the cheese back in the fridge.", "Vuelve a meter el queso en la nevera.",
+              (gq.parse_term("fridge=nevera=refrigerador/frigorífico=f"),))  # fmt: skip
+    plain = "Puesto el queso atrás en la fridge."
+    s = gq.evaluate([row], ["Puesto el queso atrás en la fridge nevera."], [plain])["sentences"][0]
+    assert s["beside"] and s["kept"] and s["appended"]
+    brand = gq.parse_term("Firefox=Firefox=-=-")
+    assert brand.leftovers == () and row.terms[0].leftovers == ("refrigerador", "frigorífico", "fridge")
+
+
 def test_replaced_kept():
     assert replaced_kept("Pone repisa las teclas en la balda.", "repisa", "estante/balda")
     assert replaced_kept("El baño está sanitarios.", "sanitario", "baño")
@@ -173,6 +183,13 @@ def test_broken_words():
     assert broken_words("Mi bolso es demasiado pesado.", ref) == ["pesado"]
     assert broken_words("Mi bolso es pesadísimo.", ref) == []  # more than 2 letters: another word
     assert broken_words("El autobús y los autobúses.", "El autobús.") == []  # the word itself is there too
+    # a word cut by the term next to it
+    ref = "Le dio un obsequio por su aniversario."
+    assert broken_words("Dio su regalo para su aniver obsequio.", ref, "", ["obsequio"]) == ["aniver"]
+    assert broken_words("Dio su regalo para su aniver.", ref, "", ["obsequio"]) == []  # not beside the term
+    ref = "Las carpetas compartidas contigo aparecen en esta lista."
+    assert broken_words("Car carpetas compartidas con que aparecen.", ref, "", ["carpetas"]) == ["car"]
+    assert broken_words("Las carpetas compartidas.", ref, "", ["carpetas"]) == []
 
 
 def test_window_overlap():
