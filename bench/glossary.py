@@ -264,7 +264,7 @@ def quality(args) -> int:
     if step:
         print("\n| english | plain | with terms | flags |\n|---|---|---|---|")
         for s in summary["sentences"][::step][: args.samples]:
-            flags = [k for k in ("after_end", "beside", "kept", "determiner", "chrf_drop") if s[k]]
+            flags = [k for k in ("after_end", "appended", "beside", "kept", "determiner", "chrf_drop") if s[k]]
             flags += [f"broken {w}" for w in s["broken"]] + ([] if s["all_exact"] else ["term missing"])
             print(f"| {s['english']} | {s['plain']} | {s['output']} | {', '.join(flags) or 'ok'} |")
     args.workdir.mkdir(parents=True, exist_ok=True)
