@@ -5,6 +5,8 @@ the requests carry 2 terms against the same batch without, and a request without
 
     python -m bench.glossary build   # (re)make bench/data/glossary_terms.tsv (needs debian-handbook, freedict)
     python -m bench.glossary         # measure, print and write the section of docs/benchmarks.md
+    python -m bench.glossary quality [--beam N] [--set eval|check] [--split test] [--match row|app]
+                                     # offline: how well the outputs with terms read (bench/glossary_quality.py)
 
 The term test set: sentences of the held-out everyday phrases and Debian Handbook test pairs whose reference uses a
 FreeDict translation of a source word that the built-in model does not produce unaided (greedy, default settings):
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import json
 import random
 import re
 import time
@@ -24,6 +27,7 @@ import httpx
 import sacrebleu
 import torch
 
+from bench import glossary_quality as gq
 from bench import marian
 from bench.harness.server import ServerProcess
 from bench.machine import machine_info, machine_line
@@ -211,6 +215,65 @@ def cost(rows, rounds: int, beam: int) -> dict:
             "beam": beam}  # fmt: skip
 
 
+def term_outputs(rows: list[gq.Row], beam: int, match: str) -> tuple[list[str], list[str]]:
+    """Offline, built-in model: (outputs with terms, plain outputs) of the rows, decoded as one batch each (beam
+    `beam`, raised by constrained decoding where terms need it). `match="row"`: each row's own terms as its
+    constraints (the glossary's form of each target: a sentence-initial capital lower-cased; do-not-translate entries
+    give none); `match="app"`: the set's one glossary matched in each sentence by the server's GlossaryUse (without
+    the server's cutting of do-not-translate spans out of the text)."""
+    from model.loading.checkpoint import load
+    from model.runner.generate import generate
+    from model.runner.params import MOST_BEAM, DecodeParams
+    from model.runner.search import Request
+
+    ck = load(BUILTIN)
+    if match == "app":
+        from app.glossaries.apply import GlossaryUse
+
+        use = GlossaryUse(tuple(gq.glossary(rows).items()), ck.tokenizer.encode_target, MOST_BEAM - 1)
+
+    def constraints(row: gq.Row) -> tuple[tuple[int, ...], ...]:
+        if match == "app":
+            return use.constraints(row.english)
+        wanted = [tuple(ck.tokenizer.encode_target(v)) for w, v in map(row.entry, row.terms) if w != v]
+        return tuple(c for c in dict.fromkeys(wanted) if c)[: MOST_BEAM - 1]
+
+    plain = DecodeParams(beam_size=beam, max_new_tokens=128)
+    out = []
+    with torch.inference_mode():
+        for with_terms in (True, False):
+            reqs = [Request(i, ck.tokenizer.encode(r.english), plain.constrained(constraints(r)) if with_terms
+                            else plain) for i, r in enumerate(rows)]  # fmt: skip
+            out.append([ck.tokenizer.decode(h[0].tokens) for h in generate(ck.model, reqs)])
+    return out[0], out[1]
+
+
+def quality(args) -> int:
+    """Translate a set's sentences plain and with their terms, print the metrics and sample outputs, keep the
+    outputs as JSON (`python -m bench.glossary_quality FILE` scores them again)."""
+    split = args.split or ("check" if args.set == "check" else "test")
+    rows = gq.read(gq.EVAL if args.set == "eval" else gq.CHECK, None if split == "all" else split)
+    start = time.perf_counter()
+    outputs, plain = term_outputs(rows, args.beam, args.match)
+    seconds = time.perf_counter() - start
+    summary = gq.evaluate(rows, outputs, plain)
+    name = f"{args.set}/{split}, beam {args.beam}, match {args.match}"
+    print(f"## {name}: {len(rows)} sentences, {seconds:.1f} s\n")
+    print(gq.table({name: summary}))
+    step = max(1, len(rows) // args.samples) if args.samples else 0
+    if step:
+        print("\n| english | plain | with terms | flags |\n|---|---|---|---|")
+        for s in summary["sentences"][::step][: args.samples]:
+            flags = [k for k in ("after_end", "appended", "beside", "kept", "determiner", "chrf_drop") if s[k]]
+            flags += [f"broken {w}" for w in s["broken"]] + ([] if s["all_exact"] else ["term missing"])
+            print(f"| {s['english']} | {s['plain']} | {s['output']} | {', '.join(flags) or 'ok'} |")
+    args.workdir.mkdir(parents=True, exist_ok=True)
+    path = args.workdir / f"quality-{args.set}-{split}-beam{args.beam}-{args.match}.json"
+    path.write_text(json.dumps({"outputs": outputs, "plain": plain}, ensure_ascii=False, indent=1), encoding="utf-8")
+    log(f"outputs -> {path}")
+    return 0
+
+
 def render(info: dict, rows, builtin: dict, opus: dict, costs: list[dict], args) -> str:
     """The markdown section."""
     n_terms = sum(len(t) for _, _, t in rows)
@@ -257,13 +320,21 @@ def render(info: dict, rows, builtin: dict, opus: dict, costs: list[dict], args)
 def main(argv: list[str] | None = None) -> int:
     """Build the set, or measure it."""
     p = argparse.ArgumentParser(prog="python -m bench.glossary", description=__doc__.split("\n\n")[0])
-    p.add_argument("what", nargs="?", choices=["build", "measure"], default="measure")
+    p.add_argument("what", nargs="?", choices=["build", "measure", "quality"], default="measure")
+    p.add_argument("--beam", type=int, default=1, help="quality: beam size (1: greedy, as the server's default)")
+    p.add_argument("--set", choices=["eval", "check"], default="eval", help="quality: which set (eval)")
+    p.add_argument("--split", default=None, help="quality: dev, test, check or all (test; check for the check set)")
+    p.add_argument("--match", choices=["row", "app"], default="row",
+                   help="quality: each row's own terms, or the set's glossary matched by app.glossaries (row)")
+    p.add_argument("--samples", type=int, default=20, help="quality: sample outputs printed (20)")
     p.add_argument("--candidates", type=int, default=1500, help="pairs tried when building (1500)")
     p.add_argument("--sentences", type=int, default=240, help="sentences in the set when building (240)")
     p.add_argument("--rounds", type=int, default=4, help="rounds of the cost measurement (4)")
     p.add_argument("--workdir", type=Path, default=Path("/tmp/bench-glossary"))
     p.add_argument("--no-write", action="store_true")
     args = p.parse_args(argv)
+    if args.what == "quality":
+        return quality(args)
     if args.what == "build":
         rows = build(args.candidates, 7, args.sentences)
         write_terms(rows)
