@@ -115,6 +115,9 @@ class DetectRequest(Texts):
     """POST /detect body (JSON or form)."""
 
     api_key: str | None = None
+    all_languages: bool = Field(
+        False, description="rank every language the detector knows, not only the source languages served"
+    )
 
 
 class Language(BaseModel):
