@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
 
 from fastapi import APIRouter, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST
@@ -12,6 +13,7 @@ from app.api.deps import ServiceDep, dialect
 from app.glossaries.entries import FORMATS
 from app.languages import listing
 from app.schemas import Language
+from app.settings import BUILTIN
 
 router = APIRouter()
 
@@ -49,6 +51,7 @@ async def info(service: ServiceDep) -> dict:
                 "languages": {"sources": list(ck.languages.sources), "targets": list(ck.languages.targets)},
                 "generation": dataclasses.asdict(ck.defaults),
                 "path": str(ck.path),
+                "builtin": Path(ck.path).resolve().is_relative_to(BUILTIN.parent.resolve()),  # the small demo model
                 "parameters": entry.card.parameters,
                 "dtype": entry.card.dtype,
                 "dtype_reason": entry.card.dtype_reason,
