@@ -29,7 +29,6 @@ from model.runner.transfer import upload
 
 NEG_INF = float("-inf")
 WINDOW_WORDS = 2  # words, from the one the alignment reaches a term's source at, in which the term may start
-LATE = False
 ALIGN_MASS = 0.3  # the alignment's mass on a term's source span that opens its window (or its argmax inside it)
 
 
@@ -106,18 +105,18 @@ class Constraints:
 
     def opened(self, align: Tensor) -> Constraints:
         """These rows once the decoder's alignment `align` (N, S) of this step is known: a window not open yet opens
-        where its mass on the constraint's span reaches ALIGN_MASS or its argmax falls inside, and has passed once the
-        argmax reaches the source's last token (its end: a term is never appended after the sentence)."""
+        where its mass on the constraint's span reaches ALIGN_MASS or its argmax falls inside; every window of a term
+        not under way has passed once the argmax reaches the source's last token (a term is never appended after the
+        sentence)."""
         start, end = self.span[..., 0].clamp(min=0), self.span[..., 1].clamp(min=0)  # (N, J)
         mass = F.pad(align.float().cumsum(1), (1, 0))  # (N, S + 1)
         on = mass.gather(1, end.clamp(max=align.shape[1])) - mass.gather(1, start.clamp(max=align.shape[1]))
         peak = align.argmax(1)[:, None]  # (N, 1)
         reached = (on >= ALIGN_MASS) | ((start <= peak) & (peak < end))
         last = (align > 0).long().cumsum(1).argmax(1)[:, None]  # (N, 1) the last source token (padding weighs 0)
-        if LATE:
-            reached |= (peak >= end) & (peak < last)
         waiting = self.placed & (self.budget < 0)
-        budget = torch.where(waiting & reached, WINDOW_WORDS, torch.where(waiting & (peak == last), 0, self.budget))
+        budget = torch.where(waiting & reached, WINDOW_WORDS, self.budget)
+        budget = budget.masked_fill((peak == last) & (self.matched == 0) & ~(waiting & reached), 0)  # the end: passed
         return Constraints(self.tokens, self.length, self.matched, self.met, self.span, budget, self.fresh)
 
     def take(self, rows: Tensor) -> Constraints:
@@ -153,10 +152,13 @@ class Constraints:
         pick = lambda x: x.index_select(0, parents)  # noqa: E731
         return Constraints(pick(self.tokens), pick(self.length), matched, met, pick(self.span), budget, fresh)
 
+    def lost(self) -> Tensor:
+        """(N, J) bool: placed constraints not met whose window passed (a row can no longer meet them)."""
+        return self.placed & (self.budget == 0) & (self.matched == 0) & ~self.met
+
     def unmet(self) -> Tensor:
         """(N,) bool: rows with a constraint not met that can still be (they may not end with EOS)."""
-        lost = self.placed & (self.budget == 0) & (self.matched == 0)
-        return ~(self.met | lost).all(1)
+        return ~(self.met | self.lost()).all(1)
 
     def bank(self, matched: Tensor, met: Tensor, rows: Tensor) -> Tensor:
         """Constraint tokens met by a progress (matched, met (*S, J)) of rows `rows` (*S): whole constraints met
@@ -198,11 +200,11 @@ def allocate(score: Tensor, bank: Tensor) -> Tensor:
 
 def candidates(
     top: tuple[Tensor, Tensor, Tensor], scores: Tensor, cum: Tensor, cons: Constraints, beams: Beams
-) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+) -> tuple[Tensor, ...]:
     """Each beam group's candidates in the order they take its places: its best ones `top` (cumulative score, parent
     place, token, each (G, M)) and every row's constraint tokens and own best token (duplicates dropped), allocated
-    over banks, with the count of constraints each leaves unmet. Scores (N, V) and cumulative scores (N,) of every
-    row."""
+    over banks, with the count of constraints each leaves unmet and the count its parent has lost. Scores (N, V) and
+    cumulative scores (N,) of every row."""
     rows = beams.rows if beams.rows is not None else torch.arange(scores.shape[0], device=scores.device)
     tokens, got = extra_candidates(scores, rows, cons)  # (Nb, J + 1)
     g, w, e = beams.groups, beams.width, tokens.shape[1]
@@ -222,4 +224,5 @@ def candidates(
     matched, met = cons.after(at, token)
     pick = allocate(score, cons.bank(matched, met, at))
     unmet = (~met).sum(-1)  # (G, K) constraints a candidate leaves unmet
-    return score.gather(1, pick), parent.gather(1, pick), token.gather(1, pick), unmet.gather(1, pick)
+    lost = cons.lost()[at].sum(-1)  # (G, K) constraints its parent can no longer meet
+    return tuple(x.gather(1, pick) for x in (score, parent, token, unmet, lost))

@@ -380,15 +380,15 @@ def test_bench_glossary_quality_prints_the_table_and_samples(tmp_path, capsys, m
     """`python -m bench.glossary quality` scores what the decoder gave (here: the references and plain copies)."""
     from bench import glossary
 
-    def fake(rows, beam, match):
-        assert beam == 4 and match == "app"
+    def fake(rows, beam, workdir):
+        assert beam == 4 and workdir == tmp_path
         return [r.reference for r in rows], [r.english for r in rows]
 
     monkeypatch.setattr(glossary, "term_outputs", fake)
-    assert glossary.main(["quality", "--beam", "4", "--match", "app", "--set", "check", "--samples", "3",
+    assert glossary.main(["quality", "--beam", "4", "--set", "check", "--samples", "3",
                           "--workdir", str(tmp_path)]) == 0  # fmt: skip
     out = capsys.readouterr().out
-    assert "check/check, beam 4, match app" in out and "| chrF with terms | 100.0 |" in out
+    assert "check/check, beam 4" in out and "| chrF with terms | 100.0 |" in out
     assert out.count("| ok |") == 3
-    saved = json.loads((tmp_path / "quality-check-check-beam4-app.json").read_text(encoding="utf-8"))
+    saved = json.loads((tmp_path / "quality-check-check-beam4.json").read_text(encoding="utf-8"))
     assert saved["outputs"][0] == gq.read(gq.CHECK)[0].reference

@@ -119,7 +119,9 @@ def test_a_placed_term_is_offered_only_inside_its_window():
     on_span = torch.tensor([[0.1, 0.1, 0.5, 0.3, 0.0]])
     opened = cons.opened(on_span)
     assert opened.budget.tolist() == [[WINDOW_WORDS]] and extra_candidates(scores, rows, opened)[1][0, 0] == 0.0
-    assert cons.opened(torch.tensor([[0.1, 0.1, 0.05, 0.05, 0.7]])).budget.tolist() == [[-1]]  # only on its span
+    assert cons.opened(torch.tensor([[0.1, 0.5, 0.05, 0.05, 0.3]])).budget.tolist() == [[-1]]  # only on its span
+    at_end = cons.opened(torch.tensor([[0.1, 0.1, 0.05, 0.05, 0.7]]))  # the decoder reached the source's end
+    assert at_end.budget.tolist() == [[0]] and at_end.lost().tolist() == [[True]]  # never appended after it
 
 
 def test_a_window_passes_after_its_words_and_then_the_row_may_end():
