@@ -17,6 +17,7 @@ from app.engine.request import EngineRequest, Status
 from app.engine.scheduler import Limits, Scheduler
 from app.metrics import Metrics, Tally
 from model.runner import Runner
+from model.runner.align import alignments
 from model.runner.constraints import Words
 from model.runner.loop import DecodeLoop
 from model.runner.search import Hypothesis, Request, StepOutput
@@ -259,7 +260,9 @@ class EngineCore:
         m.input_total.inc(len(req.src))
         m.generated_total.inc(generated)
         if hyps is not None:
-            best = [Hyp(list(h.tokens), h.score, h.finish_reason) for h in hyps]
+            places = alignments(self.loop.runner, [(req.src, h.tokens) for h in hyps]) if req.params.align else None
+            best = [Hyp(list(h.tokens), h.score, h.finish_reason, places[i] if places else [])
+                    for i, h in enumerate(hyps)]  # fmt: skip
             self._box(req.front).results.append(Result(req.id, best, queue_s, total_s))
 
     def _fail(self, req: EngineRequest, message: str, error_type: str = "generation") -> None:

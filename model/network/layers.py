@@ -109,6 +109,12 @@ def causal_mask(t: int, device: torch.device | None = None) -> Tensor:
     return torch.ones(t, t, dtype=torch.bool, device=device).tril()
 
 
+def head_mean(q: Tensor, k: Tensor, mask: Tensor, heads: tuple[int, ...]) -> Tensor:
+    """softmax(q k^T / sqrt(D) + mask) averaged over `heads`: q (B, H, Tq, D), k (B, H, S, D) -> (B, Tq, S)."""
+    probs = (torch.matmul(q, k.transpose(-2, -1)) * q.shape[-1] ** -0.5 + mask).softmax(-1)  # (B, H, Tq, S)
+    return probs.mean(1) if len(heads) == q.shape[1] else sum(probs[:, h] for h in heads) / len(heads)
+
+
 class MultiHeadAttention(nn.Module):
     """Multi-head attention with separate Q/K/V projections so K/V can be projected once and cached."""
 
@@ -145,8 +151,7 @@ class MultiHeadAttention(nn.Module):
         q = self.split(self.q_proj(x))  # (n, H, 1, D)
         if groups is not None:
             q = groups.queries(q)  # (G, H, W, D)
-        probs = (torch.matmul(q, k.transpose(-2, -1)) * q.shape[-1] ** -0.5 + mask).softmax(-1)  # (G, H, W, S)
-        probs = probs.mean(1) if len(heads) == q.shape[1] else sum(probs[:, h] for h in heads) / len(heads)
+        probs = head_mean(q, k, mask, heads)  # (G, W, S)
         if groups is None:
             return probs[:, 0]
         return groups.rows(probs[:, None])[:, 0]  # (n, S)

@@ -18,6 +18,7 @@ from model.network.layers import (
     attention_chunks,
     causal_mask,
     dropout,
+    head_mean,
     sinusoidal_table,
     unpack,
 )
@@ -210,6 +211,25 @@ class Seq2SeqTransformer(nn.Module):
         for layer in self.decoder:
             x = layer(x, self_mask, layer.cross_attn.project_kv(memory), smask)
         return self._logits(x)
+
+    def cross_attention(self, memory: Tensor, src_mask: Tensor, tgt_in: Tensor, align: Alignment) -> Tensor:
+        """Teacher-forced: the cross-attention of `align`'s layer (its heads averaged) at every target position over
+        the source, (B, T, S): row t is where the decoder looks while it predicts the token after tgt_in[:, t]."""
+        layer_at, heads = align
+        t = tgt_in.shape[1]
+        x = self._embed("tgt", tgt_in, torch.arange(t, device=tgt_in.device))
+        self_mask = causal_mask(t, tgt_in.device)[None, None]  # (1, 1, T, T)
+        src_bias = additive_mask(src_mask, x.dtype)[:, None, None, :]  # (B, 1, 1, S)
+        for i, layer in enumerate(self.decoder[: layer_at + 1]):
+            attn = layer.self_attn
+            x = layer.self_block(x, lambda h, attn=attn: attn(h, *attn.project_kv(h), self_mask))
+            k, v = layer.cross_attn.project_kv(memory)  # (B, H, S, D)
+            if i == layer_at:
+                h = layer.cross_block.norm(x) if self.cfg.pre_norm else x
+                return head_mean(layer.cross_attn.split(layer.cross_attn.q_proj(h)), k, src_bias, heads)  # (B, T, S)
+            x = layer.cross_block(x, lambda h, layer=layer, k=k, v=v: layer.cross_attn(h, k, v, src_bias))
+            x = layer.ffn_block(x, layer.ffn)
+        raise ValueError(f"alignment layer {layer_at} of a {len(self.decoder)}-layer decoder")
 
     def forward(self, src: Tensor, src_mask: Tensor, tgt_in: Tensor) -> Tensor:
         """Training forward (teacher forcing): logits (B, T, V)."""

@@ -50,6 +50,10 @@ class Eager:
         """`step_logits`, and the decoder's alignment of every row to its source (N, S) (`ModelConfig.alignment`)."""
         return self.model.step(self._inputs(state), self.cfg.alignment)
 
+    def cross_attention(self, memory: Tensor, src_mask: Tensor, tgt_in: Tensor) -> Tensor:
+        """Teacher-forced, the decoder's alignment at every target position over the source (B, T, S)."""
+        return self.model.cross_attention(memory, src_mask, tgt_in, self.cfg.alignment)
+
     def _inputs(self, state: DecodeState) -> StepInputs:
         """The state's next step inputs, within the model's positions."""
         if state.max_length >= self.cfg.max_positions:

@@ -32,6 +32,7 @@ class DecodeParams:
     bad_words_ids: tuple[tuple[int, ...], ...] = ()  # token sequences never generated (their last token is banned)
     constraints: tuple[tuple[int, ...], ...] = ()  # token sequences the output must contain (a glossary's targets)
     constraint_spans: tuple[tuple[int, int], ...] = ()  # each one's source tokens [start, end): placed by alignment
+    align: bool = False  # return each output token's source position with the result (markup put back by it)
 
     def __post_init__(self) -> None:
         checks = [

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from model.loading.checkpoint import load
+from model.runner.align import alignments
 from model.runner.constraints import Words
 from model.runner.eager import Eager
 from model.runner.generate import generate
@@ -90,3 +91,25 @@ def test_terms_stay_whole_words_in_every_output(shaped):
         for k in range(len(out) - len(term) + 1):
             if tuple(out[k : k + len(term)]) == term and k + len(term) < len(out):
                 assert not joins[out[k + len(term)]], out
+
+
+@torch.inference_mode()
+def test_the_steps_alignment_equals_the_teacher_forced_one(shaped):
+    # catches: an alignment read at another layer or position than the full recomputation reads (the markup's places)
+    ck, prefix = shaped
+    runner = Eager(ck.model)
+    srcs = [prefix + ck.tokenizer.encode(t) for t in TEXTS]
+    loop = DecodeLoop(runner)
+    loop.join(loop.prefill([Request(i, s, DecodeParams(max_new_tokens=6)) for i, s in enumerate(srcs)]))
+    stepped, outs = [], [[] for _ in srcs]
+    for _ in range(5):
+        loop.state.prepare()
+        logits, align = runner.step_aligned(loop.state)
+        stepped.append(align.argmax(1).tolist())
+        tokens = logits.argmax(1)
+        for i, t in enumerate(tokens.tolist()):
+            outs[i].append(t)
+        loop.state.tokens = tokens
+        loop.state.advance()
+    want = [[row[i] for row in stepped] for i in range(len(srcs))]
+    assert alignments(runner, list(zip(srcs, outs, strict=True))) == want
