@@ -164,7 +164,7 @@ class EngineCore:
         now = time.monotonic()
         for req in gone:
             self._finish(req, None, now)
-        self._guarded("filter", lambda: self.loop.keep(list(self.running)))
+        self._guarded("filter", lambda: self.loop.retain(list(self.running)))
 
     def _admit(self, admit: list[EngineRequest]) -> None:
         """Admitted requests run: encode them, then join the batch."""

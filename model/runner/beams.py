@@ -29,7 +29,7 @@ class Knobs:
     limit: Tensor
     steps: Tensor
     first: Tensor
-    keep: Tensor
+    ranked: Tensor
     penalty: Tensor  # float64
     early: Tensor  # bool
     forced: Tensor  # bool
@@ -138,14 +138,14 @@ class BeamState:
         rows = (self.history, self.cum, self.rank)
         return (*rows, self.score, self.length, self.eos, self.tokens, self.emitted, self.alive)
 
-    def take(self, rows: Tensor | None, groups: Tensor) -> BeamState:
+    def select(self, rows: Tensor | None, groups: Tensor) -> BeamState:
         """Rows `rows` (all when None) and groups `groups` (old indices, in their new order)."""
         pick = lambda x, at: x if at is None else x.index_select(0, at)  # noqa: E731
         row_part = (pick(x, rows) for x in (self.history, self.cum, self.rank))
         group_part = (pick(x, groups) for x in self.fields()[3:])
         return BeamState(*row_part, *group_part)
 
-    def advance(self, parents: Tensor, moves: Moves | None, source: Tensor, tokens: Tensor, at: Tensor) -> BeamState:
+    def extend(self, parents: Tensor, moves: Moves | None, source: Tensor, tokens: Tensor, at: Tensor) -> BeamState:
         """The rows after a step: row i continues row parents[i] with token tokens[i] at position at[i]; a beam row's
         score and rank come from `moves` at flat index source[i] (G*B; -1 for the other rows: 0)."""
         history = self.history.index_select(0, parents)
@@ -200,7 +200,7 @@ def step(state: BeamState, candidates: tuple[Tensor, ...], k: Knobs, eos_id: int
         score, parent, token, unmet, lost = (F.pad(x, (0, b - x.shape[1]), value=v) for x, v in pads)
     length = k.steps + 1  # (G,) the length of what this step ends or extends, EOS counted
     m = torch.arange(score.shape[1], device=score.device)
-    valid = m < k.keep[:, None]  # (G, M)
+    valid = m < k.ranked[:, None]  # (G, M)
     ends = (token == eos_id) | (length >= k.limit)[:, None]
     live = valid & ~ends
     live_rank = live.cumsum(1) - 1

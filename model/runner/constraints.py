@@ -119,7 +119,7 @@ class Constraints:
         budget = budget.masked_fill((peak == last) & (self.matched == 0) & ~(waiting & reached), 0)  # the end: passed
         return Constraints(self.tokens, self.length, self.matched, self.met, self.span, budget, self.fresh)
 
-    def take(self, rows: Tensor) -> Constraints:
+    def select(self, rows: Tensor) -> Constraints:
         """Rows `rows` (old indices, in their new order)."""
         return Constraints(*(x.index_select(0, rows) for x in self.fields()))
 
@@ -141,7 +141,7 @@ class Constraints:
         met = met | (matched >= length)
         return matched.masked_fill(met, 0), met
 
-    def advance(self, parents: Tensor, tokens: Tensor, words: Words | None = None) -> Constraints:
+    def extend(self, parents: Tensor, tokens: Tensor, words: Words | None = None) -> Constraints:
         """The rows after a step: row i continues row parents[i] with token tokens[i]. A word start or punctuation
         outside a term spends a word of every open window."""
         matched, met = self.after(parents, tokens)

@@ -24,7 +24,7 @@ from model.runner.eager import Eager
 from model.runner.pool import copy_rows
 from model.runner.processors import process
 from model.runner.rows import RowTable
-from model.runner.search import Request, Seq, StepOutput
+from model.runner.search import Request, RowStatus, Seq, StepOutput
 from model.runner.state import DecodeState, Encoded
 from model.runner.transfer import Readback, start_fetch, upload
 
@@ -92,14 +92,14 @@ class DecodeLoop:
         finally:
             self._settle()
 
-    def keep(self, ids: Iterable[Hashable]) -> None:
+    def retain(self, ids: Iterable[Hashable]) -> None:
         """Only the requests in `ids` stay; the others leave now and get nothing more (a step in flight included)."""
         if self.state is None:
             return
-        keep = set(ids)
+        retained = set(ids)
         for s in self.state.seqs:
-            s.left = s.id not in keep
-        self.state.keep([(s, s.width) for s in self.state.seqs if not s.left])
+            s.status = RowStatus.RUNNING if s.id in retained else RowStatus.LEFT
+        self.state.narrow([(s, s.width) for s in self.state.seqs if s.status is RowStatus.RUNNING])
         self._settle()
 
     def clear(self) -> None:
@@ -115,7 +115,7 @@ class DecodeLoop:
         else:
             pending, launched = self.pending, None
             if pending is not None:  # one-row requests whose step in flight is their last run no further step
-                self.state.keep([(s, s.width) for s in self.state.seqs if not _last_launched(s)])
+                self.state.narrow([(s, s.width) for s in self.state.seqs if not _last_launched(s)])
             if self.state.rows:
                 launched = self._launch()
             outputs = self._book(pending) if pending is not None else []
@@ -140,7 +140,7 @@ class DecodeLoop:
             logits, align = self.runner.step_aligned(st)
         else:
             logits, align = self.runner.step_logits(st), None
-        st.advance()
+        st.count_step()
         graphs = self.runner.work
         plan = Plan(cfg, graphs.span(st.max_length, st.pool.sizes[1]), st.device.type == "cpu")
         refs = (st.pool.positions[: st.rows], st.pool.k, st.pool.v)
@@ -157,7 +157,7 @@ class DecodeLoop:
         host = HostMoves.read(rest, p.groups, p.places) if p.groups else None
         outputs, ended, widths = [], [], {}
         for seq, first, b, step in p.ran:
-            if seq.left or not seq.width:
+            if seq.status is not RowStatus.RUNNING:  # it left, or finished at the step booked before
                 continue
             if b >= 0:
                 out = StepOutput(seq.id, stable=host.stable(b))
@@ -166,7 +166,7 @@ class DecodeLoop:
                     ended.append((seq, out))
             else:
                 token = tokens[first]
-                result = seq.take(token, None if logprobs is None else logprobs[first], step, eos)
+                result = seq.book(token, None if logprobs is None else logprobs[first], step, eos)
                 out = StepOutput(seq.id, token, None if result is None else [result])
                 if result is not None:
                     widths[id(seq)] = 0
@@ -177,11 +177,11 @@ class DecodeLoop:
             found = st.search.hypotheses([beams[id(s)] for s, _ in ended], counts)
             for (_, out), hyps in zip(ended, found, strict=True):
                 out.hypotheses = hyps
-        if widths:
+        if widths:  # each request's rows after the step (0: finished)
             kept = [(s, widths.get(id(s), s.width)) for s in st.seqs]
-            st.keep([(s, w) for s, w in kept if w])
             for s, w in kept:
-                s.width = w  # 0: finished, and any step still in flight for it is not booked
+                s.status = RowStatus.RUNNING if w else RowStatus.FINISHED
+            st.narrow([(s, w) for s, w in kept if w])
         return outputs
 
 
@@ -232,9 +232,9 @@ def work(plan: Plan, refs: tuple[Tensor, Tensor, Tensor], args: tuple) -> tuple:
             moved = (rows != from_rows).nonzero()[:, 0]
             rows, from_rows = rows.index_select(0, moved), from_rows.index_select(0, moved)
         copy_rows((k, v), rows, from_rows, plan.copied)
-    search = search.advance(parents, moves, source, tokens, steps)
+    search = search.extend(parents, moves, source, tokens, steps)
     if cons is not None:
-        cons = cons.advance(parents, tokens, words)
+        cons = cons.extend(parents, tokens, words)
     return search, tokens, cons, picked, pack(picked.parts + (moves.packed() if moves else []))
 
 

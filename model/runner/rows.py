@@ -35,7 +35,7 @@ class Beams:
     def knobs_at(self, steps: Tensor) -> Knobs:
         """The knobs of a step that every row launches `steps` (N,) positions in."""
         k = self.knobs
-        return Knobs(k.beam, k.limit, steps.index_select(0, k.first), k.first, k.keep, k.penalty, k.early, k.forced)
+        return Knobs(k.beam, k.limit, steps.index_select(0, k.first), k.first, k.ranked, k.penalty, k.early, k.forced)
 
 
 @dataclass
@@ -118,8 +118,8 @@ def groups_of_rows(groups: list[Seq]) -> list[Seq]:
 def _beams(t: dict[str, Tensor], groups: list[Seq], beams: list[tuple[int, int]]) -> Beams:
     """The beam groups' part of the table of `groups` from its uploaded parts `t`."""
     cols = t["knobs"].T  # (7, G)
-    size, limit, first, keep = cols[:4].long()
-    knobs = Knobs(size, limit, None, first, keep, cols[4], cols[5] > 0, cols[6] > 0)
+    size, limit, first, ranked = cols[:4].long()
+    knobs = Knobs(size, limit, None, first, ranked, cols[4], cols[5] > 0, cols[6] > 0)
     rows = t["beam_rows"].long() if "beam_rows" in t else None
     width, most = max(w for _, w in beams), max(g.params.beam_size for g in groups if g.beam)
     return Beams(knobs, rows, t["slots"].long(), t["flat"].long(), len(beams), width, most)

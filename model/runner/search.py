@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 from dataclasses import dataclass, field
+from enum import Enum
 
 from model.runner.params import DecodeParams
 
@@ -50,6 +51,15 @@ class StepOutput:
         return [] if self.token == eos_id else [self.token]
 
 
+class RowStatus(Enum):
+    """Where a running request's rows stand: running, finished (its result is out), or left (aborted). A step still in
+    flight for a request that is not running is not booked."""
+
+    RUNNING = "running"
+    FINISHED = "finished"
+    LEFT = "left"
+
+
 @dataclass
 class Seq:
     """A running request on the host: its rows [first, first + width) (0 once finished), its source length, steps
@@ -62,7 +72,7 @@ class Seq:
     steps: int = 0
     tokens: list[int] = field(default_factory=list)
     score: float = 0.0
-    left: bool = False  # it left the batch (aborted): a step in flight for it is not booked
+    status: RowStatus = RowStatus.RUNNING
 
     @property
     def id(self) -> Hashable:
@@ -79,7 +89,7 @@ class Seq:
         """Whether this is a beam-search request."""
         return self.params.beam_size > 1
 
-    def take(self, token: int, logprob: float | None, step: int, eos_id: int) -> Hypothesis | None:
+    def book(self, token: int, logprob: float | None, step: int, eos_id: int) -> Hypothesis | None:
         """A one-row request books the token of its step `step` (0-based); its result when that was its last."""
         p = self.params
         if p.return_scores:

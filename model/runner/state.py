@@ -5,7 +5,7 @@ A request has one row (greedy, sampling) or one per live beam, contiguous; its s
 K/V, read by all of its rows) is its index in `seqs`, which are in row order. Per row on the device: the last token,
 the K/V and next position (the pool), the generated tokens, beam score and rank (`search`); per beam request: its
 finished hypotheses (`search`). The one count of a request's progress is its `steps` (every row of it has written as
-many positions; the pool's positions mirror it on the device). Requests join (`add`) and leave (`keep`) between steps;
+many positions; the pool's positions mirror it on the device). Requests join (`add`) and leave (`narrow`) between steps;
 rows that stay keep their place where they can, so only rows and slots that move are copied."""
 
 from __future__ import annotations
@@ -120,7 +120,7 @@ class DecodeState:
         self.constraints, self.stale = constraints, True
         self._measure()
 
-    def keep(self, kept: list[tuple[Seq, int]]) -> None:
+    def narrow(self, kept: list[tuple[Seq, int]]) -> None:
         """Only these requests stay, each with its first `width` rows (a beam request narrows when fewer beams go
         on); the others' rows and slots are free. Spans that stay in place are not copied; the others fill the gaps.
         """
@@ -162,10 +162,10 @@ class DecodeState:
             return
         at = upload(parents, torch.long, device)
         same_groups = groups == list(range(len(self.beams())))
-        self.search = self.search.take(at, None if same_groups else upload(groups, torch.long, device))
+        self.search = self.search.select(at, None if same_groups else upload(groups, torch.long, device))
         self.tokens = self.tokens.index_select(0, at)
         if self.constraints is not None:
-            self.constraints = self.constraints.take(at)
+            self.constraints = self.constraints.select(at)
 
     # --- a step ---------------------------------------------------------------------------------------
     def prepare(self) -> RowTable:
@@ -186,7 +186,7 @@ class DecodeState:
         extent = (self.rows, self.max_length + 1, self.src_len)
         return self.pool.inputs(self.tokens, extent, len(self.seqs), self.uniform, self.layout)
 
-    def advance(self) -> None:
+    def count_step(self) -> None:
         """Count the position every row just wrote."""
         self.pool.positions[: self.rows] += 1
         for s in self.seqs:

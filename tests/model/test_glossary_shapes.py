@@ -110,6 +110,6 @@ def test_the_steps_alignment_equals_the_teacher_forced_one(shaped):
         for i, t in enumerate(tokens.tolist()):
             outs[i].append(t)
         loop.state.tokens = tokens
-        loop.state.advance()
+        loop.state.count_step()
     want = [[row[i] for row in stepped] for i in range(len(srcs))]
     assert alignments(runner, list(zip(srcs, outs, strict=True))) == want

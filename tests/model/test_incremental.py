@@ -32,7 +32,7 @@ def _step(runner: Eager, state: DecodeState, tokens) -> torch.Tensor:
     state.prepare()
     state.tokens = torch.as_tensor(tokens)
     logits = runner.step_logits(state)
-    state.advance()
+    state.count_step()
     return logits
 
 
@@ -79,11 +79,11 @@ def test_joins_and_leaves_between_steps_equal_each_request_alone(seed):
                 state = _join(runner, state, take, src[take], mask[take])
         if state is not None and rng.random() < 0.3 and len(state.seqs) > 1:
             gone = rng.choice(state.seqs).id
-            state.keep([(s, s.width) for s in state.seqs if s.id != gone])
+            state.narrow([(s, s.width) for s in state.seqs if s.id != gone])
         if state is None or not state.seqs:
             continue
         live = [s for s in state.seqs if s.steps < length]
-        state.keep([(s, s.width) for s in live])
+        state.narrow([(s, s.width) for s in live])
         if not live:
             continue
         logits = _step(runner, state, [tgt[s.id, s.steps] for s in state.seqs])

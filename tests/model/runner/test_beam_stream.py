@@ -34,7 +34,7 @@ class OneGroup:
         host = HostMoves.read(pack(moves.packed()), 1, self.state.score.shape[1])
         rows = take(host, g, 0, 0)
         parents, source, tokens, at = torch.tensor(list(zip(*rows, strict=True)) or [[]] * 4, dtype=torch.long)
-        self.state = self.state.advance(parents, moves, source, tokens, at)
+        self.state = self.state.extend(parents, moves, source, tokens, at)
         return host.stable(0)
 
     def beams(self) -> list[list[int]]:

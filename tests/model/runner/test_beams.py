@@ -17,10 +17,10 @@ EOS, VOCAB, DEAD = 1, 6, -1.0e9
 
 
 def knobs_of(rows: list[list[float]], device: torch.device) -> Knobs:
-    """Knobs from one host row per group: (beam, limit, steps, first, keep, penalty, early, forced)."""
+    """Knobs from one host row per group: (beam, limit, steps, first, ranked, penalty, early, forced)."""
     cols = torch.tensor(rows, dtype=torch.float64, device=device).T  # (8, G)
-    beam, limit, steps, first, keep = cols[:5].long()
-    return Knobs(beam, limit, steps, first, keep, cols[5], cols[6] > 0, cols[7] > 0)
+    beam, limit, steps, first, ranked = cols[:5].long()
+    return Knobs(beam, limit, steps, first, ranked, cols[5], cols[6] > 0, cols[7] > 0)
 
 
 @dataclass
@@ -125,7 +125,8 @@ def test_device_steps_equal_the_host_bookkeeping():
             ended = [live[b] for b in done]
             for i, hyps in zip(ended, state.hypotheses(done, [params[i].beam_size for i in ended]), strict=True):
                 assert hyps == refs[i].finished, (trial, i)
-            state = state.take(None, torch.tensor([b for b, i in enumerate(live) if groups[i].width], dtype=torch.long))
+            going = [b for b, i in enumerate(live) if groups[i].width]
+            state = state.select(None, torch.tensor(going, dtype=torch.long))
             assert _beams(state, groups, live) == [refs[i].beams for i in live if groups[i].width], trial
         assert streams == ref_streams, trial
 
@@ -169,7 +170,7 @@ def _device_step(state: BeamState, groups: list[Beam], pools: list[list]) -> tup
         rows += take(host, g, b, first)
         first += width
     parents, source, tokens, at = torch.tensor(list(zip(*rows, strict=True)) or [[]] * 4, dtype=torch.long)
-    return state.advance(parents, moves, source, tokens, at), host
+    return state.extend(parents, moves, source, tokens, at), host
 
 
 def _beams(state: BeamState, groups: list[Beam], live: list[int]) -> list[list[list[int]]]:

@@ -30,7 +30,7 @@ def test_progress_through_constraints():
     for token, matched, met in ((5, [1, 0], [False, False]), (5, [1, 0], [False, False]), (6, [2, 0], [False, False]),
                                 (9, [0, 0], [False, True]), (5, [1, 0], [False, True]), (6, [2, 0], [False, True]),
                                 (7, [0, 0], [True, True])):  # fmt: skip
-        cons = cons.advance(rows, torch.tensor([token, token]))
+        cons = cons.extend(rows, torch.tensor([token, token]))
         assert cons.matched[0].tolist() == matched and cons.met[0].tolist() == met, token
         assert cons.met[1].all()
     assert cons.unmet().tolist() == [False, False]
@@ -96,11 +96,11 @@ def test_constraints_that_start_alike_count_their_common_start_once():
     start does not rank with going on (counting both kept a random model repeating it forever)."""
     cons = Constraints.start([((2, 7, 8), (2, 9))], torch.device("cpu"))
     rows = torch.tensor([0])
-    after_start = cons.advance(rows, torch.tensor([2]))
+    after_start = cons.extend(rows, torch.tensor([2]))
     again = after_start.bank(*after_start.after(rows, torch.tensor([2])), rows)
     onward = after_start.bank(*after_start.after(rows, torch.tensor([9])), rows)
     assert again.tolist() == [1] and onward.tolist() == [2]
-    met = after_start.advance(rows, torch.tensor([9]))
+    met = after_start.extend(rows, torch.tensor([9]))
     assert met.bank(met.matched, met.met, rows).tolist() == [2]  # (2, 9) met: its length
 
 
@@ -130,15 +130,15 @@ def test_a_window_passes_after_its_words_and_then_the_row_may_end():
     starts[[5, 10, 11]] = True  # 5: the term's first token; 10 and 11 start other words; 12 continues a word
     words = Words(starts, ~starts)
     cons, rows = _placed((0, 1)).opened(torch.tensor([[1.0, 0.0]])), torch.tensor([0])
-    cons = cons.advance(rows, torch.tensor([12]), words)  # a word goes on: no word spent
+    cons = cons.extend(rows, torch.tensor([12]), words)  # a word goes on: no word spent
     assert cons.budget.tolist() == [[WINDOW_WORDS]]
     for left in range(WINDOW_WORDS - 1, -1, -1):
-        cons = cons.advance(rows, torch.tensor([10]), words)
+        cons = cons.extend(rows, torch.tensor([10]), words)
         assert cons.budget.tolist() == [[left]]
     assert cons.unmet().tolist() == [False]  # lost: it may end (ranked below hypotheses that met every term)
-    assert cons.advance(rows, torch.tensor([5]), words).matched.tolist() == [[0]]  # and the term no longer starts
-    inside = _placed((0, 1)).opened(torch.tensor([[1.0, 0.0]])).advance(rows, torch.tensor([10]), words)
-    inside = inside.advance(rows, torch.tensor([5]), words).advance(rows, torch.tensor([6]), words)
+    assert cons.extend(rows, torch.tensor([5]), words).matched.tolist() == [[0]]  # and the term no longer starts
+    inside = _placed((0, 1)).opened(torch.tensor([[1.0, 0.0]])).extend(rows, torch.tensor([10]), words)
+    inside = inside.extend(rows, torch.tensor([5]), words).extend(rows, torch.tensor([6]), words)
     assert inside.met.tolist() == [[True]] and inside.fresh.tolist() == [True]  # the next token starts a new word
 
 
@@ -146,9 +146,9 @@ def test_a_term_wanted_twice_is_met_once_per_occurrence():
     # catches: one occurrence meeting both constraints (the second place left without its term)
     cons = Constraints.start([((5,), (5,))], torch.device("cpu"))
     rows = torch.tensor([0])
-    once = cons.advance(rows, torch.tensor([5]))
+    once = cons.extend(rows, torch.tensor([5]))
     assert once.met.tolist() == [[True, False]] and once.unmet().tolist() == [True]
-    assert once.advance(rows, torch.tensor([5])).met.tolist() == [[True, True]]
+    assert once.extend(rows, torch.tensor([5])).met.tolist() == [[True, True]]
 
 
 def test_a_server_with_a_small_max_beam_takes_a_long_term():

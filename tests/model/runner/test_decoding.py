@@ -138,7 +138,7 @@ def continuous(runner, requests: list[Request]) -> dict:
                 joining, pending = pending[:n], pending[n:]
                 loop.join(loop.prefill(joining))
             if step == 3:
-                loop.keep([i for i in loop.ids if i != 1])
+                loop.retain([i for i in loop.ids if i != 1])
             outputs = loop.step()
             assert loop.cache_tokens() == (cache_oracle.tokens(loop.state) if loop else 0)
             results.update((o.id, o.hypotheses) for o in outputs if o.finished)

@@ -90,7 +90,7 @@ def test_leaving_with_a_step_in_flight_and_ending_empty(model, overlap):
     for _ in range(2):
         loop.step()
     assert (loop.pending is not None) == overlap
-    loop.keep([i for i in loop.ids if i not in (1, 4)])
+    loop.retain([i for i in loop.ids if i not in (1, 4)])
     assert loop.cache_tokens() == cache_oracle.tokens(loop.state)
     results: dict = {}
     while loop:

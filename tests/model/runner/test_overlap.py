@@ -108,7 +108,7 @@ def drive(runner, schedule: dict[int, list[tuple[str, list]]], overlap: bool) ->
                     loop.join(loop.prefill(arg))
                 else:
                     run.aborted |= set(arg)
-                    loop.keep([i for i in loop.ids if i not in arg])
+                    loop.retain([i for i in loop.ids if i not in arg])
             if loop:
                 outputs = loop.step()
                 assert loop.cache_tokens() == (cache_oracle.tokens(loop.state) if loop else 0)

@@ -52,7 +52,7 @@ def _run(model, rounds: list[tuple[list[int], list[int]]], overlap: bool, kinds=
         gone = {running[j] for j in leaves if j < len(running)}
         if gone:
             left |= gone
-            loop.keep([i for i in loop.ids if i not in gone])
+            loop.retain([i for i in loop.ids if i not in gone])
         new = [Request(len(made) + n, _src(len(made) + n), kinds[kind]) for n, kind in enumerate(joins)]
         made += new
         if new:

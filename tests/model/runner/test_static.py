@@ -74,9 +74,9 @@ def _steps(model, static: StaticDecoder, events: dict, steps: int, seed: int):
             if kind == "join":
                 states[i] = _join(runner, state, step, arg, 13)
             elif kind == "keep":
-                state.keep([(state.seqs[j], state.seqs[j].width) for j in arg])
+                state.narrow([(state.seqs[j], state.seqs[j].width) for j in arg])
             elif kind == "shorter":  # the rows that have written `arg` positions leave
-                state.keep([(s, s.width) for s in state.seqs if s.steps < arg])
+                state.narrow([(s, s.width) for s in state.seqs if s.steps < arg])
             elif kind == "reorder":
                 moved = [r for r, p in enumerate(arg) if p != r]
                 at = torch.tensor([moved, [arg[r] for r in moved]], device=model.device)
@@ -95,7 +95,7 @@ def _teacher_step(runner, state: DecodeState, tokens: torch.Tensor) -> torch.Ten
     state.prepare()
     state.tokens = tokens
     logits = runner.step_logits(state).clone()
-    state.advance()
+    state.count_step()
     return logits
 
 
