@@ -16,7 +16,7 @@ from tests.app.helpers import LONG, body, ok, wait_for
 from tests.contract import GAUGES, HISTOGRAMS
 
 COUNTERS = [name.removesuffix("_total") for name in contract.COUNTERS]  # family names
-LABELS = {"model", "phase", "finish_reason", "error_type", "reason", "dialect", "le"}
+LABELS = {"model", "phase", "finish_reason", "error_type", "reason", "dialect", "dependency", "le"}
 TEXTS = ["the cat sleeps", "a big red dog runs in the city", "hello world", "good night"]
 
 
