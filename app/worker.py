@@ -26,6 +26,15 @@ class DrainingServer(uvicorn.Server):
         super().__init__(config)
         self.service, self.parent = service, parent
         self.draining = False
+        service.abort_connection = self.abort_connection
+
+    def abort_connection(self, scope: dict) -> None:
+        """Close the connection serving a request at once, dropping what it has not sent (app.write_timeout: a
+        client that stopped reading; uvicorn's own close would wait for it to read the buffered data first)."""
+        for protocol in list(self.server_state.connections):
+            cycle = getattr(protocol, "cycle", None)
+            if cycle is not None and cycle.scope is scope:
+                protocol.transport.abort()
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets)
