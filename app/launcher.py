@@ -111,14 +111,14 @@ class Launcher:
             for i, (spec, address) in enumerate(zip(specs, self.addresses, strict=True))
         ]
         self.sockets = listen(settings.host, settings.port, settings.workers)  # kept for the workers' replacements
-        self.workers = [self._worker(i) for i in range(settings.workers)]
+        self.workers = [self._worker(i, replacement=False) for i in range(settings.workers)]
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, self._on_signal)
         self.wakeup = wakeup_pipe()  # run() wakes at once on a signal, not at its next poll
 
-    def _worker(self, i: int) -> Child:
+    def _worker(self, i: int, replacement: bool) -> Child:
         """Start HTTP worker i on its socket."""
-        return start(f"http worker {i}", http_worker, self.config, self.addresses, self.sockets[i])
+        return start(f"http worker {i}", http_worker, self.config, self.addresses, self.sockets[i], replacement)
 
     def _on_signal(self, sig: int, frame) -> None:
         self.received = sig
@@ -162,7 +162,7 @@ class Launcher:
             return
         log.error("%s (pid %d) died (%s): starting it again (%d of %d deaths within %gs)", dead.role,
                   dead.process.pid, why, len(deaths), self.settings.max_worker_deaths, window)  # fmt: skip
-        self.workers[i] = self._worker(i)
+        self.workers[i] = self._worker(i, replacement=True)
         self.workers[i].deaths = deaths
 
     def stop(self, sig: int) -> int:

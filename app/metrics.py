@@ -62,6 +62,7 @@ class Metrics:
         self.dependency_errors = Counter(
             "mt_dependency_errors", "Failed calls and probes of a dependency", ["dependency"], registry=r
         )
+        self.worker_restarts = Counter("mt_worker_restarts", "HTTP workers started again after dying", registry=r)
         for kind in ERROR_TYPES:  # known series exist from the start, at 0
             self.failures.labels(kind)
         for reason in LIMIT_REASONS:

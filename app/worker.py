@@ -60,11 +60,14 @@ class DrainingServer(uvicorn.Server):
         threading.Thread(target=drain, name="drain", daemon=True).start()
 
 
-def worker_main(settings: dict, cores: list[str], sock: socket.socket, parent: Connection) -> None:
-    """A spawned HTTP worker: the app, connected to every engine core, on the shared listening socket."""
+def worker_main(settings: dict, cores: list[str], sock: socket.socket, replacement: bool, parent: Connection) -> None:
+    """A spawned HTTP worker: the app, connected to every engine core, on the shared listening socket; a
+    replacement of a worker that died counts in mt_worker_restarts_total."""
     s = Settings(**settings)
     logging.basicConfig(level=s.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     app = create_app(s, Service(s, cores))
+    if replacement:
+        app.state.service.metrics.worker_restarts.inc()
     config = uvicorn.Config(
         app,
         log_level=s.log_level,
