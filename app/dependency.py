@@ -25,7 +25,9 @@ T = TypeVar("T")
 FIRST_RETRY_S, MAX_RETRY_S = 0.05, 1.0  # the probe's backoff (doubling): a recovery is seen within a second
 FRESH_S = 1.0  # readiness probes a dependency that has not answered for this long
 FULL = (errno.ENOSPC, errno.EDQUOT)
-STORE_FAILURES = (RedisError, sqlite3.DatabaseError, OSError)  # a store's own failures (Redis's or SQLite's)
+# a store's own failures: Redis's or SQLite's, the system's, and RuntimeError, which uvloop raises when redis-py writes
+# to a connection that Redis closed under it
+STORE_FAILURES = (RedisError, sqlite3.DatabaseError, OSError, RuntimeError)
 
 
 class Unavailable(ApiError):
