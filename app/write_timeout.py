@@ -22,9 +22,7 @@ class WriteTimeout:
     """ASGI middleware: every write of a response within `timeout` seconds, else abort it and its connection
     (`abort(scope)`: the HTTP server's; a plain close would wait for the client to read what is buffered first)."""
 
-    def __init__(
-        self, app: ASGIApp, timeout: float, abort: Callable[[Scope], None], on_error: Callable[[str], None]
-    ):
+    def __init__(self, app: ASGIApp, timeout: float, abort: Callable[[Scope], None], on_error: Callable[[str], None]):
         self.app, self.timeout, self.abort, self.on_error = app, timeout, abort, on_error
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

@@ -62,4 +62,3 @@ def test_killed_worker_is_replaced_and_its_neighbours_untouched(native_dir):
         assert "http worker" in server.log_tail() and "died 2 times within 60s" in server.log_tail()
     finally:
         server.stop()
-
