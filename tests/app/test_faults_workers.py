@@ -18,8 +18,8 @@ LONG_JOB = body([f"the dog {i} runs in the city" for i in range(32)], parameters
 
 
 def stream_on_each(server: ServerProcess, workers: list[int]) -> dict[int, RawStream]:
-    """One long stream per worker (32 texts of 255 forced tokens: seconds of work), each with its first token. A
-    stream the kernel gives to a worker that has one already is closed at once."""
+    """One long stream per worker (32 texts of 255 forced tokens: seconds of work), each with its first token, in the
+    order they were opened. A stream the kernel gives to a worker that has one already is closed at once."""
     found: dict[int, RawStream] = {}
     for _ in range(40):
         s = RawStream(server.url, LONG_JOB)
@@ -46,7 +46,7 @@ def test_killed_worker_is_replaced_and_its_neighbours_untouched(native_dir):
     try:
         _, workers = server.processes()
         streams = stream_on_each(server, workers)
-        victim, survivor = workers
+        survivor, victim = streams  # the victim's stream, opened last, is the further from its end
         os.kill(victim, signal.SIGKILL)
         assert streams[victim].read() in ("reset", "eof")
         assert streams[survivor].read() == "done" and streams[survivor].events()[-1].event == "done"
