@@ -23,7 +23,7 @@ class TooLong(ApiError):
     their own way."""
 
     def __init__(self, index: int, tokens: int, limit: int, whole: bool):
-        hint = "; set parameters.split_sentences=true or send shorter texts" if whole else ""
+        hint = "; send shorter sentences (parameters.split_sentences cuts texts at sentence ends)" if whole else ""
         super().__init__(422, "validation", f"q[{index}]: {tokens} tokens exceeds max_input_tokens={limit}{hint}")
         self.tokens, self.limit = tokens, limit
 

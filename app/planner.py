@@ -64,7 +64,10 @@ class Plan:
         """A unit's decoding parameters: the plan's, constrained by the glossary's targets the unit matches."""
         if self.glossary is None:
             return self.params
-        return self.params.constrained(self.glossary.constraints(unit), most=self.glossary.max_constraints + 1)
+        constraints, chars = self.glossary.constraints(unit)
+        spans = self.route.entry.checkpoint.tokenizer.source_spans(unit, chars, lead=1)
+        spans = tuple((a + len(self.prefix), b + len(self.prefix)) for a, b in spans)
+        return self.params.constrained(constraints, most=self.glossary.max_constraints + 1, spans=spans)
 
     def keep(self, text: str) -> list[tuple[int, int]]:
         """Spans of a text kept as they are by the glossary (do-not-translate entries), if any."""
@@ -134,7 +137,8 @@ def glossary_use(ask: Ask, source: str, params: DecodeParams, settings: Settings
                        f"{terms.pair[1]}, the request translates {source}->{ask.target}")  # fmt: skip
     if params.sampling:
         raise ApiError(422, "validation", "glossary: works with greedy and beam search, not with sampling")
-    return GlossaryUse(terms.entries, desc.tokenizer.encode_target, settings.max_beam_size - 1)
+    tok = desc.tokenizer
+    return GlossaryUse(terms.entries, tok.encode_target, settings.max_beam_size - 1, tok.spells, params.max_new_tokens)
 
 
 def _given(value, default):

@@ -25,7 +25,10 @@ class Parameters(BaseModel):
     top_p: float | None = Field(None, gt=0, le=1)
     seed: int | None = Field(None, ge=0, le=2**63 - 1)
     return_scores: bool = False
-    split_sentences: bool = False
+    split_sentences: bool = Field(
+        True, description="translate each sentence apart (sentencex, by the source language's rules), as DeepL and "
+        "LibreTranslate do; false: each text is one unit"
+    )  # fmt: skip
 
     @property
     def sampling(self) -> bool:
@@ -115,6 +118,9 @@ class DetectRequest(Texts):
     """POST /detect body (JSON or form)."""
 
     api_key: str | None = None
+    all_languages: bool = Field(
+        False, description="rank every language the detector knows, not only the source languages served"
+    )
 
 
 class Language(BaseModel):

@@ -15,7 +15,7 @@ from app.engine.client import EngineClient
 from app.errors import ApiError
 from app.glossaries.store import Glossaries
 from app.keys.access import Limiter
-from app.languages import Detector
+from app.languages import Detector, unserved
 from app.metrics import Metrics
 from app.settings import Settings
 
@@ -126,35 +126,28 @@ class Service:
 
     def route(self, source: str, target: str, texts: list[str] = ()) -> Route:
         """The model for source->target; source "auto" is the language of the texts together, among the sources
-        served into `target` (400 unsupported_language: "xx is not supported", in LibreTranslate's words, for a
-        language no model serves that way; naming the pairs served for a pair no model serves)."""
+        served into `target` (400 unsupported_language for a pair no model serves: LibreTranslate's "xx is not
+        supported", then the side and the pairs served)."""
         pairs = self.pairs()
-        for code, served in ((target, {t for _, t in pairs}), (source, {s for s, _ in pairs} | {"auto"})):
-            if code not in served:
-                raise ApiError(400, "unsupported_language", f"{code} is not supported")
+        if (why := unserved(pairs, source, target)) is not None:
+            raise ApiError(400, "unsupported_language", why)
         detected = self._detect(texts, target) if source == "auto" else None
         source = detected["language"] if detected else source
-        entry = next((m for m in self.models.values() if m.checkpoint.languages.serves(source, target)), None)
-        if entry is None:
-            pairs = [f"{a}-{b}" for a, b in self.pairs()]
-            served = pairs if len(pairs) <= 20 else f"{len(pairs)} pairs, see GET /languages"
-            raise ApiError(
-                400, "unsupported_language", f"no model for source '{source}' -> target '{target}'; served: {served}"
-            )
+        entry = next(m for m in self.models.values() if m.checkpoint.languages.serves(source, target))
         return Route(entry, source, detected)
 
     def _detect(self, texts: list[str], target: str) -> dict:
-        """The texts' language among the sources served into `target`; 400 naming it and the pairs when it is not."""
+        """The texts' language among the sources served into `target` (the only one without detection); 400 when
+        the detector knows none of several."""
         candidates = self.sources_into(target)  # not empty: route() refused targets no model serves
-        found = self.detector.among(" ".join(texts), candidates)
-        if found["language"] in candidates:
-            return found
-        pairs = ", ".join(f"{s}-{t}" for s, t in self.pairs())
+        found = self.detector.rank(" ".join(texts), candidates, top=1)
+        if found:
+            return found[0]
         raise ApiError(
             400,
             "unsupported_language",
-            f"source 'auto': detected '{found['language']}' (confidence {found['confidence']}%), which no model "
-            f"translates into '{target}'; served pairs: {pairs}; set source to one of {candidates}",
+            f"source 'auto': the language detector knows none of the sources served into '{target}' "
+            f"({', '.join(candidates)}); set source to one of them",
         )
 
     def wait_drained(self, timeout: float) -> None:

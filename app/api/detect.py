@@ -1,4 +1,5 @@
-"""POST /detect: LibreTranslate's language detection, among every language the detector knows."""
+"""POST /detect: LibreTranslate's language detection, among the served source languages (as LibreTranslate detects
+among its installed ones), or every language the detector knows when asked."""
 
 from __future__ import annotations
 
@@ -27,8 +28,8 @@ def body_schemas() -> dict[str, dict]:
     },
 )
 async def detect(service: ServiceDep, fields: FieldsDep, _: Admitted) -> list:
-    """The likeliest languages of `q`, best first, with confidence in percent (a list of lists for a list `q`),
-    whether or not a model serves them."""
+    """The likeliest languages of `q` among the served sources (`all_languages`: among every language the detector
+    knows), best first, with confidence in percent (a list of lists for a list `q`)."""
     require(fields, "q")
     body = validated(DetectRequest, fields)
     service.require_ready()
@@ -37,5 +38,6 @@ async def detect(service: ServiceDep, fields: FieldsDep, _: Admitted) -> list:
         raise ApiError(422, "validation", "q: must be a non-empty text or list of non-empty texts")
     if len(texts) > service.settings.max_items:
         raise ApiError(422, "validation", f"q: {len(texts)} texts exceeds max_items={service.settings.max_items}")
-    answers = [service.detector.rank(t) for t in texts]
+    among = None if body.all_languages else sorted({s for s, _ in service.pairs()})
+    answers = [service.detector.rank(t, among) for t in texts]
     return answers[0] if isinstance(body.q, str) else answers

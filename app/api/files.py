@@ -10,6 +10,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.datastructures import UploadFile
+from starlette.types import Receive, Scope, Send
 
 from app.api.deps import DISCONNECT_CHECK_S, ERRORS, ServiceDep, validated
 from app.api.glossaries import request_terms
@@ -107,10 +108,10 @@ async def translate_file(request: Request, service: ServiceDep):
     terms = await request_terms(service, request, fields.model_dump())
     rounds = Rounds(plan_route(service, Ask(fields.source, fields.target, glossary=terms), [sample]), s)
     job = FileJob(fields, filename, doc, rounds, direct)
-    service.inflight += 1
     task = asyncio.create_task(job.finish(service, str(request.base_url)))
     if wants(request, "text/event-stream") and not direct:
-        return StreamingResponse(progress(task, rounds, service), media_type="text/event-stream")
+        return ProgressStream(progress(task, rounds, service), task, service)
+    service.inflight += 1
     try:
         result = await watch(task, request)
     finally:
@@ -163,7 +164,7 @@ async def watch(task: asyncio.Task, request: Request) -> dict:
 
 async def progress(task: asyncio.Task, rounds: Rounds, service: Service) -> AsyncIterator[str]:
     """`progress` events (units done of those sent so far) while the file is translated, then `done` with the
-    answer, or `error`; the work is cancelled when the client goes away."""
+    answer, or `error`."""
     try:
         while not task.done():
             rounds.changed.clear()
@@ -174,9 +175,24 @@ async def progress(task: asyncio.Task, rounds: Rounds, service: Service) -> Asyn
         yield event("done", task.result())
     except ApiError as exc:
         yield event("error", error_body(exc.message, exc.error_type))
-    finally:
-        task.cancel()
-        service.inflight -= 1
+
+
+class ProgressStream(StreamingResponse):
+    """A file task's progress events, counted in flight (for draining) from now until the response ends however it
+    ends, even never started (its events never read); the task is cancelled then, so its engine work stops."""
+
+    def __init__(self, events: AsyncIterator[str], task: asyncio.Task, service: Service):
+        headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+        super().__init__(events, media_type="text/event-stream", headers=headers)
+        self.task, self.service = task, service
+        service.inflight += 1
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self.task.cancel()
+            self.service.inflight -= 1
 
 
 @router.get("/download_file/{name}", responses=ERRORS)

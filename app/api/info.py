@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
 
 from fastapi import APIRouter, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST
@@ -12,6 +13,7 @@ from app.api.deps import ServiceDep, dialect
 from app.glossaries.entries import FORMATS
 from app.languages import listing
 from app.schemas import Language
+from app.settings import BUILTIN
 
 router = APIRouter()
 
@@ -49,6 +51,7 @@ async def info(service: ServiceDep) -> dict:
                 "languages": {"sources": list(ck.languages.sources), "targets": list(ck.languages.targets)},
                 "generation": dataclasses.asdict(ck.defaults),
                 "path": str(ck.path),
+                "builtin": Path(ck.path).resolve().is_relative_to(BUILTIN.parent.resolve()),  # the small demo model
                 "parameters": entry.card.parameters,
                 "dtype": entry.card.dtype,
                 "dtype_reason": entry.card.dtype_reason,
@@ -97,7 +100,8 @@ async def info(service: ServiceDep) -> dict:
         "max_bytes": s.glossary_max_bytes,
         "constraints_per_unit": max(0, s.max_beam_size - 1),
         "beam": "a unit with n constraints, the longest of t tokens, decodes with a beam of at least "
-        "max(2, n + 1, min(t + 1, max_beam_size)), greedy requests too",
+        "max(2, n + 1, min(max(t + 1, 4), max_beam_size)), greedy requests too; each term placed where the decoder's "
+        "alignment reaches its source words",
     }
     ok, reason = service.readiness()
     return {"version": _version(), "ready": ok, "status": reason, "models": models, "limits": limits,

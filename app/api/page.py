@@ -1,4 +1,4 @@
-"""The "try it" page: GET / and its three static files (plain HTML, CSS and JS; no build step)."""
+"""The "try it" page: GET / and its static files (plain HTML, CSS and JS modules; no build step)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from fastapi import APIRouter, HTTPException
 from fastapi.responses import FileResponse
 
 STATIC = Path(__file__).resolve().parents[1] / "static"
-TYPES = {"app.js": "text/javascript", "style.css": "text/css"}
+TYPES = {"app.js": "text/javascript", "events.js": "text/javascript", "files.js": "text/javascript",
+         "style.css": "text/css"}  # fmt: skip
 # same-origin only: the page talks to this server and loads nothing from elsewhere
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; "
@@ -28,7 +29,7 @@ async def index() -> FileResponse:
 
 @router.get("/static/{name}")
 async def static(name: str) -> FileResponse:
-    """The page's script and stylesheet (a fixed list: nothing else on disk is reachable)."""
+    """The page's scripts and stylesheet (a fixed list: nothing else on disk is reachable)."""
     if name not in TYPES:
         raise HTTPException(404, f"static/{name}: no such file")
     return FileResponse(STATIC / name, media_type=TYPES[name], headers=HEADERS)

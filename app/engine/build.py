@@ -18,6 +18,7 @@ from model.loading.checkpoint import Checkpoint, load
 from model.network.precision import choose
 from model.network.transformer import Seq2SeqTransformer
 from model.runner import Runner
+from model.runner.constraints import Words
 from model.runner.generate import generate
 from model.runner.params import DecodeParams
 from model.runner.search import Request
@@ -82,15 +83,17 @@ def budget(model: Seq2SeqTransformer, s: Settings) -> Budget:
     return b
 
 
-def make_core(name: str, runner: Runner, s: Settings, b: Budget | None = None) -> EngineCore:
+def make_core(
+    name: str, runner: Runner, s: Settings, b: Budget | None = None, words: Words | None = None
+) -> EngineCore:
     """An engine core over a loaded model (or its static decoder) with the settings' limits and its budget (sized
-    here, from the model, when not given)."""
+    here, from the model, when not given); `words`: its vocabulary's word starts (glossary terms kept whole)."""
     cuda, b = runner.device.type == "cuda", b or budget(runner, s)
     overhead = s.join_overhead or (0.1 if cuda else 1.0)
     limits = Limits(s.max_batch_size, b.rows, b.tokens, s.max_prefill_tokens, overhead, s.max_join_wait_ms / 1000)
     overlap = cuda if s.overlap is None else s.overlap  # on CPU nothing runs asynchronously: nothing to hide
     max_wait_ms = (2.0 if cuda else 0.0) if s.max_wait_ms is None else s.max_wait_ms
-    return EngineCore(name, runner, limits, Metrics(), s.max_queue, max_wait_ms, overlap)
+    return EngineCore(name, runner, limits, Metrics(), s.max_queue, max_wait_ms, overlap, words)
 
 
 def build(spec: str, s: Settings, device: str) -> tuple[EngineCore, ModelCard]:
@@ -103,6 +106,7 @@ def build(spec: str, s: Settings, device: str) -> tuple[EngineCore, ModelCard]:
     runner = decoder(checkpoint.model, s, b.rows)
     warm_up(checkpoint, runner, s.warmup_rounds)
     log.info("engine core %s: loaded %s on %s in %s", checkpoint.name, checkpoint.path, device, checkpoint.precision)
-    core, card = make_core(checkpoint.name, runner, s, b), ModelCard.of(checkpoint, why)
+    words = Words.of(checkpoint.tokenizer.target_pieces(checkpoint.config.tgt_vocab_size), checkpoint.model.device)
+    core, card = make_core(checkpoint.name, runner, s, b, words), ModelCard.of(checkpoint, why)
     card.batch = {"max_rows": b.rows, "max_tokens": b.tokens, "reason": b.reason}
     return core, card

@@ -17,6 +17,8 @@ from app.engine.request import EngineRequest, Status
 from app.engine.scheduler import Limits, Scheduler
 from app.metrics import Metrics, Tally
 from model.runner import Runner
+from model.runner.align import alignments
+from model.runner.constraints import Words
 from model.runner.loop import DecodeLoop
 from model.runner.search import Hypothesis, Request, StepOutput
 from model.runner.state import Encoded
@@ -41,13 +43,14 @@ class EngineCore:
         max_queue: int,
         max_wait_ms: float,
         overlap: bool = False,
+        words: Words | None = None,
     ):
         self.name, self.model, self.metrics = name, model, metrics
         self.scheduler = Scheduler(limits)
         self.max_queue, self.max_wait = max_queue, max_wait_ms / 1000
         self.requests: dict[tuple[bytes, int], EngineRequest] = {}  # waiting and running, by key
         self.running: dict[tuple[bytes, int], EngineRequest] = {}
-        self.loop = DecodeLoop(model, overlap)  # the running batch and the decode step in flight
+        self.loop = DecodeLoop(model, overlap, words)  # the running batch and the decode step in flight
         self.reserved = 0  # cache tokens reserved by running requests
         self.outbox: dict[bytes, Update] = {}
         self.last_step = 0.0  # when the previous decode step's tokens came out
@@ -257,7 +260,9 @@ class EngineCore:
         m.input_total.inc(len(req.src))
         m.generated_total.inc(generated)
         if hyps is not None:
-            best = [Hyp(list(h.tokens), h.score, h.finish_reason) for h in hyps]
+            places = alignments(self.loop.runner, [(req.src, h.tokens) for h in hyps]) if req.params.align else None
+            best = [Hyp(list(h.tokens), h.score, h.finish_reason, places[i] if places else [])
+                    for i, h in enumerate(hyps)]  # fmt: skip
             self._box(req.front).results.append(Result(req.id, best, queue_s, total_s))
 
     def _fail(self, req: EngineRequest, message: str, error_type: str = "generation") -> None:

@@ -51,6 +51,7 @@ class Hyp(msgspec.Struct, array_like=True):
     tokens: list[int]
     score: float | None
     finish_reason: str  # eos | length
+    alignment: list[int] = []  # each token's source position, when the unit's parameters asked (`align`)
 
 
 class Result(msgspec.Struct, array_like=True):

@@ -4,20 +4,27 @@ as the decoder emits them inside a sentence), and the report of what the output 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
+from app.errors import ApiError
 from app.glossaries.entries import Entry
-from app.glossaries.matching import Match, Matcher
+from app.glossaries.matching import Matcher
 
 Constraints = tuple[tuple[int, ...], ...]
 
 
 class GlossaryUse:
-    """A glossary compiled for one route: `encode` gives a target term's token ids (no EOS); a unit carries at most
-    `max_constraints` constraints (the leftmost ones: the beam they need is bounded by the server's max_beam_size)."""
+    """A glossary compiled for one route: `encode` gives a target term's token ids (no EOS), `spells` whether the
+    model's vocabulary writes a character; a unit carries at most `max_constraints` constraints (the beam they need is
+    bounded by the server's max_beam_size), each of at most `max_tokens` tokens (the output limit)."""
 
-    def __init__(self, entries: tuple[Entry, ...], encode: Callable[[str], list[int]], max_constraints: int):
+    def __init__(
+        self, entries: tuple[Entry, ...], encode: Callable[[str], list[int]], max_constraints: int,
+        spells: Callable[[str], bool] = lambda _: True, max_tokens: int = 1 << 30,
+    ):  # fmt: skip
         self.matcher, self.encode, self.max_constraints = Matcher(entries), encode, max_constraints
+        self.spells, self.max_tokens = spells, max_tokens
         self._ids: dict[str, tuple[int, ...]] = {}
 
     def matched(self, text: str) -> list[Entry]:
@@ -28,20 +35,51 @@ class GlossaryUse:
         """Spans of the text matched by entries kept as they are (do-not-translate: target equals source)."""
         return [(m.start, m.end) for m in self.matcher.find(text) if m.verbatim]
 
-    def _target_ids(self, match: Match) -> tuple[int, ...]:
-        if match.target not in self._ids:
-            self._ids[match.target] = tuple(self.encode(match.target))
-        return self._ids[match.target]
+    def _target_ids(self, target: str) -> tuple[int, ...]:
+        if target not in self._ids:
+            self._ids[target] = tuple(self.encode(target))
+        return self._ids[target]
 
-    def constraints(self, unit: str) -> Constraints:
-        """The unit's constraints: the token ids of each matched target that differs from its source, once each."""
-        wanted = [self._target_ids(m) for m in self.matcher.find(unit) if not m.verbatim]
-        return tuple(c for c in dict.fromkeys(wanted) if c)[: self.max_constraints]
+    def constraints(self, unit: str) -> tuple[Constraints, list[tuple[int, int]]]:
+        """The unit's constraints: the token ids of each matched target that differs from its source, one per
+        occurrence (a term found twice is wanted twice), capitalised where a capital starts the unit with it; and the
+        span of the unit each one translates."""
+        start = len(unit) - len(unit.lstrip())
+        found = []
+        for m in self.matcher.find(unit):
+            opens = m.start == start and unit[start : start + 1].isupper()  # the sentence starts with the term
+            target = m.target[:1].upper() + m.target[1:] if opens else m.target
+            if not m.verbatim and (ids := self._checked(m.source, target)):
+                found.append((ids, (m.start, m.end)))
+        if len(found) > self.max_constraints:
+            raise ApiError(422, "validation", f"glossary: a sentence matches {len(found)} terms, over the "
+                           f"{self.max_constraints} one sentence may carry (max_beam_size - 1)")  # fmt: skip
+        return tuple(ids for ids, _ in found), [span for _, span in found]
+
+    def _checked(self, source: str, target: str) -> tuple[int, ...]:
+        """The target's token ids; 422 naming the entry when the model cannot write it or it exceeds the output."""
+        unwritable = "".join(dict.fromkeys(c for c in target if not self.spells(c)))
+        if unwritable:
+            raise ApiError(422, "validation", f"glossary[{source!r}]: the target {target!r} has characters the model's "
+                           f"vocabulary cannot write: {unwritable!r}")  # fmt: skip
+        ids = self._target_ids(target)
+        if len(ids) > self.max_tokens:
+            raise ApiError(422, "validation", f"glossary[{source!r}]: the target is {len(ids)} tokens, over "
+                           f"max_new_tokens={self.max_tokens}")  # fmt: skip
+        return ids
 
     @staticmethod
     def report(entries: list[Entry], output: str) -> list[dict]:
-        """Per matched entry: its terms and whether the target appears in the output as written (case-sensitive)."""
-        return [{"source": s, "target": t, "applied": t in output} for s, t in entries]
+        """Per matched entry: its terms and whether the target stands in the output as whole words (case-sensitive,
+        but for a capital first letter at the output's start)."""
+        return [{"source": s, "target": t, "applied": whole_words(t, output)} for s, t in entries]
+
+
+def whole_words(term: str, text: str) -> bool:
+    """Whether `term` stands in `text` as whole words, or with a capital first letter at its start (¿ and ¡ before)."""
+    exact = re.search(rf"(?<!\w){re.escape(term)}(?!\w)", text) is not None
+    capital = term[:1].upper() + term[1:]
+    return exact or re.match(rf"[\s¿¡\"'(«]*{re.escape(capital)}(?!\w)", text) is not None
 
 
 def union(first: list[tuple[int, int]], second: list[tuple[int, int]]) -> list[tuple[int, int]]:

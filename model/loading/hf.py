@@ -56,6 +56,7 @@ def hf_config(hf: dict) -> ModelConfig:
     )
     if kind == "marian":
         extra = dict(pre_norm=bool(hf.get("normalize_before", False)), final_logits_bias=True, pe_layout="halves")
+        extra.update(align_layer=hf["decoder_layers"] - 1, align_heads=(0,))  # Marian's guided-alignment head
     elif kind == "m2m_100":  # pre-LN with final norms, offset fairseq sinusoids (NLLB-200 is this network)
         extra = dict(pre_norm=True, pe_layout="fairseq", pe_offset=FAIRSEQ_OFFSET, unk_id=3)
     elif kind == "mbart":  # pre-LN, learned positions (offset rows dropped on import), norm after the embedding

@@ -61,6 +61,31 @@ class Tokenizer:
             return self.target.encode(text)
         return [self.vocab.get(p, self.unk_id) for p in self.target.encode(text, out_type=str)]
 
+    def target_pieces(self, size: int) -> list[str]:
+        """Every target id's piece up to `size` ids ("" for special tokens and ids without one)."""
+        if self.pieces is not None:
+            pieces = [self.pieces.get(i, "") for i in range(size)]
+        else:
+            sp, n = self.target, self.target.get_piece_size()
+            pieces = [sp.id_to_piece(i) if i < n and not sp.is_control(i) else "" for i in range(size)]
+        return ["" if i in self.specials else p for i, p in enumerate(pieces)]
+
+    def source_spans(self, text: str, spans: list[tuple[int, int]], lead: int = 0) -> list[tuple[int, int]]:
+        """The source tokens [start, end) of `encode(text)` that cover each character span [start, end) of `text`,
+        from `lead` words before it (a glossary term's window opens where the decoder reaches the word before it)."""
+        proto = self.source.encode(text, return_type="proto")
+        pieces = proto.pieces
+        offset = len(self.encode(text)) - 1 - len(pieces)  # a leading target-language code (Marian)
+        starts = [k for k, p in enumerate(pieces) if p.piece.startswith(SPIECE_UNDERLINE)]
+        out = []
+        for a, b in spans:
+            a, b = len(text[:a].encode("utf-8")), len(text[:b].encode("utf-8"))
+            inside = [k for k, p in enumerate(pieces) if p.begin < b and p.end > a] or [0]
+            before = [k for k in starts if k <= inside[0]]
+            first = before[max(0, len(before) - 1 - lead)] if before else inside[0]
+            out.append((offset + first, offset + inside[-1] + 1))
+        return out
+
     def spells(self, char: str) -> bool:
         """Whether both vocabularies have pieces for `char` that decode back to it: emoji, rare symbols and control
         characters that map to <unk> or vanish in normalization do not (whitespace counts as spelled; a vocabulary

@@ -37,8 +37,11 @@ class ModelConfig:
     eos_id: int = 1
     unk_id: int = 2
     decoder_start_id: int = 0
+    align_layer: int = -1  # the decoder layer whose cross-attention aligns best (-1: `alignment`'s default)
+    align_heads: tuple[int, ...] = ()  # its heads that align (empty: all of them, averaged)
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "align_heads", tuple(self.align_heads))  # a JSON list, hashable as a tuple
         if self.d_model % self.n_heads:
             raise ValueError(f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}")
         if self.activation not in ACTIVATIONS:
@@ -52,6 +55,14 @@ class ModelConfig:
     def head_dim(self) -> int:
         """Size of one attention head."""
         return self.d_model // self.n_heads
+
+    @property
+    def alignment(self) -> tuple[int, tuple[int, ...]]:
+        """(layer, heads) whose cross-attention is read as the decoder's alignment to the source: the configured
+        ones, else the second decoder layer's heads averaged (measured best on the built-in model; a guided-alignment
+        Marian checkpoint names its last layer's first head)."""
+        layer = self.align_layer if self.align_layer >= 0 else min(1, self.decoder_layers - 1)
+        return layer, self.align_heads or tuple(range(self.n_heads))
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict for config.json."""

@@ -109,6 +109,12 @@ def causal_mask(t: int, device: torch.device | None = None) -> Tensor:
     return torch.ones(t, t, dtype=torch.bool, device=device).tril()
 
 
+def head_mean(q: Tensor, k: Tensor, mask: Tensor, heads: tuple[int, ...]) -> Tensor:
+    """softmax(q k^T / sqrt(D) + mask) averaged over `heads`: q (B, H, Tq, D), k (B, H, S, D) -> (B, Tq, S)."""
+    probs = (torch.matmul(q, k.transpose(-2, -1)) * q.shape[-1] ** -0.5 + mask).softmax(-1)  # (B, H, Tq, S)
+    return probs.mean(1) if len(heads) == q.shape[1] else sum(probs[:, h] for h in heads) / len(heads)
+
+
 class MultiHeadAttention(nn.Module):
     """Multi-head attention with separate Q/K/V projections so K/V can be projected once and cached."""
 
@@ -138,6 +144,17 @@ class MultiHeadAttention(nn.Module):
         if groups is not None:
             return self.out_proj(groups.rows(self.attend(groups.queries(q), k, v, mask, True)))  # (B, 1, d_model)
         return self.out_proj(self.attend(q, k, v, mask, t == 1).transpose(1, 2).reshape(b, t, -1))
+
+    def weights(self, x: Tensor, k: Tensor, mask: Tensor, groups: Groups | None, heads: tuple[int, ...]) -> Tensor:
+        """A decode step's attention distributions over the keys, averaged over `heads`: x (n, 1, d_model) -> (n, S);
+        k (G, H, S, D) and the additive mask (G, 1, 1, S) per slot, read through `groups` as in `forward`."""
+        q = self.split(self.q_proj(x))  # (n, H, 1, D)
+        if groups is not None:
+            q = groups.queries(q)  # (G, H, W, D)
+        probs = head_mean(q, k, mask, heads)  # (G, W, S)
+        if groups is None:
+            return probs[:, 0]
+        return groups.rows(probs[:, None])[:, 0]  # (n, S)
 
     def attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, step: bool) -> Tensor:
         """softmax(q k^T / sqrt(D) + mask) v: q (B, H, Tq, D) -> (B, H, Tq, D); `step`: a decode step's queries."""

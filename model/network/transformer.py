@@ -18,10 +18,13 @@ from model.network.layers import (
     attention_chunks,
     causal_mask,
     dropout,
+    head_mean,
     sinusoidal_table,
     unpack,
 )
 from model.network.step import StepInputs
+
+Alignment = tuple[int, tuple[int, ...]]  # a decoder layer and its heads whose cross-attention aligns
 
 
 class EncoderLayer(nn.Module):
@@ -75,19 +78,29 @@ class DecoderLayer(nn.Module):
         x = self.cross_block(x, lambda h: self.cross_attn(h, *cross_kv, src_mask))
         return self.ffn_block(x, self.ffn)
 
-    def step(self, x: Tensor, inputs: StepInputs, layer: int, self_bias: Tensor | None, src_bias: Tensor) -> Tensor:
+    def step(
+        self, x: Tensor, inputs: StepInputs, layer: int, self_bias: Tensor | None, src_bias: Tensor, heads=None
+    ) -> tuple[Tensor, Tensor | None]:
         """One new position per row: x (N, 1, d_model); writes this layer's K/V into the step's buffers. The additive
-        masks are the step's, shared by all layers: self_bias (N, 1, 1, t) or None, src_bias (G, 1, 1, S) per slot."""
+        masks are the step's, shared by all layers: self_bias (N, 1, 1, t) or None, src_bias (G, 1, 1, S) per slot.
+        With `heads`, also their cross-attention over the source, averaged (N, S)."""
+        aligned = None
 
         def self_attend(h: Tensor) -> Tensor:
             k, v = self.self_attn.project_kv(h)  # (N, H, 1, D)
             keys, values = inputs.write(layer, k[:, :, 0], v[:, :, 0])  # (N, H, t, D)
             return self.self_attn(h, keys, values, self_bias)
 
+        def cross_attend(h: Tensor) -> Tensor:
+            nonlocal aligned
+            if heads is not None:
+                aligned = self.cross_attn.weights(h, cross[0], src_bias, inputs.groups, heads)
+            return self.cross_attn(h, *cross, src_bias, inputs.groups)
+
         x = self.self_block(x, self_attend)
         cross = inputs.cross(layer)  # per slot; inputs.groups: how rows find theirs (None: row i reads slot i)
-        x = self.cross_block(x, lambda h: self.cross_attn(h, *cross, src_bias, inputs.groups))
-        return self.ffn_block(x, self.ffn)
+        x = self.cross_block(x, cross_attend)
+        return self.ffn_block(x, self.ffn), aligned
 
 
 class Seq2SeqTransformer(nn.Module):
@@ -173,13 +186,21 @@ class Seq2SeqTransformer(nn.Module):
     def step_logits(self, inputs: StepInputs) -> Tensor:
         """The device work of one decode step: logits (n, V) for the step's rows, their new K/V written into its
         buffers. It reads and changes no host state, so a CUDA graph can capture it."""
+        return self.step(inputs)[0]
+
+    def step(self, inputs: StepInputs, align: Alignment | None = None) -> tuple[Tensor, Tensor | None]:
+        """`step_logits`, and with `align` (layer, heads) that layer's cross-attention over each row's source, averaged
+        over the heads (n, S): where the decoder looks while it predicts the next token."""
         x = self._embed("tgt", inputs.tokens, inputs.positions)[:, None]  # (n, 1, d_model)
         visible = inputs.self_visible()  # (n, 1, 1, t) bool, or None when every row sees every position
         self_bias = None if visible is None else additive_mask(visible, x.dtype)
         src_bias = additive_mask(inputs.src_mask, x.dtype)[:, None, None, :]  # (g, 1, 1, S) per slot
+        aligned = None
         for i, layer in enumerate(self.decoder):
-            x = layer.step(x, inputs, i, self_bias, src_bias)
-        return self._logits(x[:, 0])
+            heads = align[1] if align is not None and align[0] == i else None
+            x, weights = layer.step(x, inputs, i, self_bias, src_bias, heads)
+            aligned = weights if weights is not None else aligned
+        return self._logits(x[:, 0]), aligned
 
     def decode(self, tgt_in: Tensor, memory: Tensor, src_mask: Tensor) -> Tensor:
         """Teacher-forced decoder over the whole prefix: tgt_in (B, T) -> logits (B, T, V)."""
@@ -190,6 +211,25 @@ class Seq2SeqTransformer(nn.Module):
         for layer in self.decoder:
             x = layer(x, self_mask, layer.cross_attn.project_kv(memory), smask)
         return self._logits(x)
+
+    def cross_attention(self, memory: Tensor, src_mask: Tensor, tgt_in: Tensor, align: Alignment) -> Tensor:
+        """Teacher-forced: the cross-attention of `align`'s layer (its heads averaged) at every target position over
+        the source, (B, T, S): row t is where the decoder looks while it predicts the token after tgt_in[:, t]."""
+        layer_at, heads = align
+        t = tgt_in.shape[1]
+        x = self._embed("tgt", tgt_in, torch.arange(t, device=tgt_in.device))
+        self_mask = causal_mask(t, tgt_in.device)[None, None]  # (1, 1, T, T)
+        src_bias = additive_mask(src_mask, x.dtype)[:, None, None, :]  # (B, 1, 1, S)
+        for i, layer in enumerate(self.decoder[: layer_at + 1]):
+            attn = layer.self_attn
+            x = layer.self_block(x, lambda h, attn=attn: attn(h, *attn.project_kv(h), self_mask))
+            k, v = layer.cross_attn.project_kv(memory)  # (B, H, S, D)
+            if i == layer_at:
+                h = layer.cross_block.norm(x) if self.cfg.pre_norm else x
+                return head_mean(layer.cross_attn.split(layer.cross_attn.q_proj(h)), k, src_bias, heads)  # (B, T, S)
+            x = layer.cross_block(x, lambda h, layer=layer, k=k, v=v: layer.cross_attn(h, k, v, src_bias))
+            x = layer.ffn_block(x, layer.ffn)
+        raise ValueError(f"alignment layer {layer_at} of a {len(self.decoder)}-layer decoder")
 
     def forward(self, src: Tensor, src_mask: Tensor, tgt_in: Tensor) -> Tensor:
         """Training forward (teacher forcing): logits (B, T, V)."""

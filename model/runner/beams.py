@@ -187,15 +187,17 @@ def _unranked(score: float) -> float:
 
 def step(state: BeamState, candidates: tuple[Tensor, ...], k: Knobs, eos_id: int) -> tuple[BeamState, Moves]:
     """One beam-search step of every group from its best candidates (cumulative score, parent row within the group,
-    token, and with constraints the count each leaves unmet), each (G, M) best first, as transformers' beam scorer
-    takes it: the finished buffers updated, the moves. A hypothesis that ends with constraints unmet (only at the
-    length limit: EOS waits for them) ranks below every one that met them all (UNMET per constraint)."""
+    token, and with constraints the count each leaves unmet and the count its parent lost), each (G, M) best first, as
+    transformers' beam scorer takes it: the finished buffers updated, the moves. A hypothesis that ends with constraints
+    unmet (lost, or at the length limit) ranks below every one that met them all (UNMET per constraint), and a live
+    one that lost a constraint cannot keep its group searching."""
     score, parent, token, *rest = candidates
     unmet = rest[0] if rest else torch.zeros_like(token)
+    lost = rest[1] if len(rest) > 1 else torch.zeros_like(token)
     b = state.score.shape[1]
     if score.shape[1] < b:  # fewer candidates than beams (a tiny vocabulary): pad with ones that never count
-        pads = ((score, NEG_INF), (parent, 0), (token, 0), (unmet, 0))
-        score, parent, token, unmet = (F.pad(x, (0, b - x.shape[1]), value=v) for x, v in pads)
+        pads = ((score, NEG_INF), (parent, 0), (token, 0), (unmet, 0), (lost, 0))
+        score, parent, token, unmet, lost = (F.pad(x, (0, b - x.shape[1]), value=v) for x, v in pads)
     length = k.steps + 1  # (G,) the length of what this step ends or extends, EOS counted
     m = torch.arange(score.shape[1], device=score.device)
     valid = m < k.keep[:, None]  # (G, M)
@@ -212,7 +214,8 @@ def step(state: BeamState, candidates: tuple[Tensor, ...], k: Knobs, eos_id: int
     state = _finish(state, torch.where(finishing, normalised, NEG_INF), parent, token, k, eos_id)
     count = (state.score > NEG_INF).sum(1)
     worst = state.score.gather(1, (k.beam - 1)[:, None])[:, 0]
-    best = torch.where(torch.arange(b, device=n.device) < n[:, None], c_score, NEG_INF).amax(1)  # best live beam
+    hopeful = (torch.arange(b, device=n.device) < n[:, None]) & (lost.gather(1, pos) == 0)  # live, no term lost
+    best = torch.where(hopeful, c_score, NEG_INF).amax(1)  # the best live beam that can still rank first
     hopeless = k.early | ~(best.double() / scale > worst)  # transformers' "cannot improve"
     done = (n == 0) | ((count == k.beam) & hopeless) | ~state.alive
     inv = _slots(c_parent, n).argsort(1)  # (G, B) new row s holds chosen candidate inv[s]

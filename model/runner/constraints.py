@@ -6,7 +6,15 @@ Per row: the constraints (N, J, L) (padded with -1; a row of a request without c
 length (N, J), the tokens of it matched by the row's latest tokens (N, J) and whether it was met (N, J). A beam step
 adds to each group's best candidates every row's next token of each constraint it has not met and its own best token,
 and ranks the candidates by bank (constraint tokens met, partial matches included) round-robin: the best of every
-bank, from the fullest, then the second best of every bank, and so on. EOS waits until every constraint is met."""
+bank, from the fullest, then the second best of every bank, and so on. EOS waits until every constraint that can
+still be met is met.
+
+Placed by alignment (Hasler et al. 2018; Chen et al. 2021): a constraint with a source span (the source tokens of the
+glossary term it translates) opens its window when the decoder's alignment (its cross-attention while it predicts the
+next token, `ModelConfig.alignment`) reaches that span; the term may start only within the WINDOW_WORDS words from
+there, and a hypothesis that lets them pass without it has lost it (it may end, ranked below every hypothesis that
+met all). Whole words: a term starts where a word starts (its first token is a word-initial piece) and the token after
+its last one does not continue that word."""
 
 from __future__ import annotations
 
@@ -20,6 +28,24 @@ from model.runner.rows import Beams
 from model.runner.transfer import upload
 
 NEG_INF = float("-inf")
+WINDOW_WORDS = 2  # words, from the one the alignment reaches a term's source at, in which the term may start
+ALIGN_MASS = 0.3  # the alignment's mass on a term's source span that opens its window (or its argmax inside it)
+
+
+@dataclass
+class Words:
+    """Per target token (V,): whether it starts a word (SentencePiece's word-initial piece) and whether it continues
+    the word before it (no word start, a letter or digit: not punctuation, not a special token)."""
+
+    starts: Tensor  # (V,) bool
+    joins: Tensor  # (V,) bool
+
+    @classmethod
+    def of(cls, pieces: list[str], device: torch.device) -> Words:
+        """From every target id's piece ("" for special tokens), on `device`."""
+        starts = [p.startswith("\u2581") for p in pieces]
+        joins = [not s and any(c.isalnum() for c in p) for s, p in zip(starts, pieces, strict=True)]
+        return cls(upload(starts, torch.bool, device), upload(joins, torch.bool, device))
 
 
 @dataclass
@@ -30,16 +56,27 @@ class Constraints:
     length: Tensor  # (N, J) long, 0 for no constraint
     matched: Tensor  # (N, J) long
     met: Tensor  # (N, J) bool
+    span: Tensor  # (N, J, 2) long: each constraint's source span [start, end), -1: placed anywhere (no alignment)
+    budget: Tensor  # (N, J) long: words its window has left (-1: not open yet; 0: passed)
+    fresh: Tensor  # (N,) bool: the row's latest token ended a constraint (the next one may not continue its word)
 
     @classmethod
-    def start(cls, per_row: list[tuple[tuple[int, ...], ...]], device: torch.device) -> Constraints:
-        """Rows that have generated nothing yet, each with its request's constraints (one upload)."""
-        j = max((len(c) for c in per_row), default=0)
+    def start(
+        cls, per_row: list[tuple[tuple[int, ...], ...]], device: torch.device,
+        spans: list[tuple[tuple[int, int], ...]] | None = None,
+    ) -> Constraints:  # fmt: skip
+        """Rows that have generated nothing yet, each with its request's constraints and, where given, their source
+        spans (one upload each)."""
+        n, j = len(per_row), max((len(c) for c in per_row), default=0)
         width = max((len(t) for c in per_row for t in c), default=0)
         grid = [[list(t) + [-1] * (width - len(t)) for t in c] + [[-1] * width] * (j - len(c)) for c in per_row]
-        tokens = upload(grid, torch.long, device).view(len(per_row), j, width)
+        tokens = upload(grid, torch.long, device).view(n, j, width)
+        spans = spans or [()] * n
+        places = [[list(s) for s in sp] + [[-1, -1]] * (j - len(sp)) for sp in spans]
         length = (tokens >= 0).sum(2)
-        return cls(tokens, length, torch.zeros_like(length), length == 0)
+        span = upload(places, torch.long, device).view(n, j, 2)
+        fresh, budget = torch.zeros(n, dtype=torch.bool, device=device), torch.full_like(length, -1)
+        return cls(tokens, length, torch.zeros_like(length), length == 0, span, budget, fresh)
 
     def concat(self, other: Constraints) -> Constraints:
         """These rows followed by `other`'s."""
@@ -54,34 +91,74 @@ class Constraints:
             return self
         tokens = F.pad(self.tokens, (0, dw, 0, dj), value=-1)
         return Constraints(tokens, F.pad(self.length, (0, dj)), F.pad(self.matched, (0, dj)),
-                           F.pad(self.met, (0, dj), value=True))  # fmt: skip
+                           F.pad(self.met, (0, dj), value=True), F.pad(self.span, (0, 0, 0, dj), value=-1),
+                           F.pad(self.budget, (0, dj), value=-1), self.fresh)  # fmt: skip
 
     def fields(self) -> tuple[Tensor, ...]:
         """Every tensor, in field order."""
-        return self.tokens, self.length, self.matched, self.met
+        return self.tokens, self.length, self.matched, self.met, self.span, self.budget, self.fresh
+
+    @property
+    def placed(self) -> Tensor:
+        """(N, J) bool: constraints placed by alignment (they have a source span)."""
+        return self.span[..., 0] >= 0
+
+    def opened(self, align: Tensor) -> Constraints:
+        """These rows once the decoder's alignment `align` (N, S) of this step is known: a window not open yet opens
+        where its mass on the constraint's span reaches ALIGN_MASS or its argmax falls inside; every window of a term
+        not under way has passed once the argmax reaches the source's last token (a term is never appended after the
+        sentence)."""
+        start, end = self.span[..., 0].clamp(min=0), self.span[..., 1].clamp(min=0)  # (N, J)
+        mass = F.pad(align.float().cumsum(1), (1, 0))  # (N, S + 1)
+        on = mass.gather(1, end.clamp(max=align.shape[1])) - mass.gather(1, start.clamp(max=align.shape[1]))
+        peak = align.argmax(1)[:, None]  # (N, 1)
+        reached = (on >= ALIGN_MASS) | ((start <= peak) & (peak < end))
+        last = (align > 0).long().cumsum(1).argmax(1)[:, None]  # (N, 1) the last source token (padding weighs 0)
+        waiting = self.placed & (self.budget < 0)
+        budget = torch.where(waiting & reached, WINDOW_WORDS, self.budget)
+        budget = budget.masked_fill((peak == last) & (self.matched == 0) & ~(waiting & reached), 0)  # the end: passed
+        return Constraints(self.tokens, self.length, self.matched, self.met, self.span, budget, self.fresh)
 
     def take(self, rows: Tensor) -> Constraints:
         """Rows `rows` (old indices, in their new order)."""
         return Constraints(*(x.index_select(0, rows) for x in self.fields()))
 
     def after(self, rows: Tensor, tokens: Tensor) -> tuple[Tensor, Tensor]:
-        """The progress of rows `rows` (any shape S) after taking `tokens` (S): matched and met, each (*S, J)."""
+        """The progress of rows `rows` (any shape S) after taking `tokens` (S): matched and met, each (*S, J). A token
+        goes on with the constraints under way whose next token it is, else starts the first one it starts whose
+        window has not passed (of two constraints of the same tokens, the first one: they are met one at a time)."""
         cons, length = self.tokens[rows], self.length[rows]  # (*S, J, L), (*S, J)
         matched, met = self.matched[rows], self.met[rows]
         t = tokens[..., None]
         next_token = cons.gather(-1, matched.clamp(max=cons.shape[-1] - 1)[..., None])[..., 0]  # (*S, J)
-        matched = torch.where(t == next_token, matched + 1, (t == cons[..., 0]).long())
+        goes_on = (matched > 0) & (t == next_token)
+        starts = (t == cons[..., 0]) & ~met & (self.budget[rows] != 0) & ~goes_on.any(-1, keepdim=True)
+        j = cons.shape[-2]
+        twin = (cons[..., :, None, :] == cons[..., None, :, :]).all(-1)  # (*S, J, J): the same tokens
+        twin &= torch.ones(j, j, dtype=torch.bool, device=cons.device).tril(-1)  # ... and an earlier constraint
+        starts &= ~(twin & starts[..., None, :]).any(-1)
+        matched = torch.where(goes_on, matched + 1, starts.long())
         met = met | (matched >= length)
         return matched.masked_fill(met, 0), met
 
-    def advance(self, parents: Tensor, tokens: Tensor) -> Constraints:
-        """The rows after a step: row i continues row parents[i] with token tokens[i]."""
+    def advance(self, parents: Tensor, tokens: Tensor, words: Words | None = None) -> Constraints:
+        """The rows after a step: row i continues row parents[i] with token tokens[i]. A word start or punctuation
+        outside a term spends a word of every open window."""
         matched, met = self.after(parents, tokens)
-        return Constraints(self.tokens.index_select(0, parents), self.length.index_select(0, parents), matched, met)
+        budget = self.budget.index_select(0, parents)
+        fresh = (met & ~self.met.index_select(0, parents)).any(1)
+        if words is not None:
+            budget = budget - (~words.joins[tokens][:, None] & (matched == 0) & ~met & (budget > 0)).long()
+        pick = lambda x: x.index_select(0, parents)  # noqa: E731
+        return Constraints(pick(self.tokens), pick(self.length), matched, met, pick(self.span), budget, fresh)
+
+    def lost(self) -> Tensor:
+        """(N, J) bool: placed constraints not met whose window passed (a row can no longer meet them)."""
+        return self.placed & (self.budget == 0) & (self.matched == 0) & ~self.met
 
     def unmet(self) -> Tensor:
-        """(N,) bool: rows with a constraint not met yet (they may not end with EOS)."""
-        return ~self.met.all(1)
+        """(N,) bool: rows with a constraint not met that can still be (they may not end with EOS)."""
+        return ~(self.met | self.lost()).all(1)
 
     def bank(self, matched: Tensor, met: Tensor, rows: Tensor) -> Tensor:
         """Constraint tokens met by a progress (matched, met (*S, J)) of rows `rows` (*S): whole constraints met
@@ -97,7 +174,8 @@ def extra_candidates(scores: Tensor, rows: Tensor, cons: Constraints) -> tuple[T
     c = cons.tokens.index_select(0, rows)  # (R, J, L)
     matched, met = cons.matched.index_select(0, rows), cons.met.index_select(0, rows)
     nxt = c.gather(2, matched.clamp(max=c.shape[2] - 1)[:, :, None])[:, :, 0]
-    nxt = nxt.masked_fill(met, -1)  # (R, J)
+    closed = cons.placed.index_select(0, rows) & (cons.budget.index_select(0, rows) <= 0) & (matched == 0)
+    nxt = nxt.masked_fill(met | closed, -1)  # (R, J): a placed term starts only inside its window
     row_scores = scores.index_select(0, rows)  # (R, V)
     best = row_scores.argmax(1, keepdim=True)  # (R, 1)
     tokens = torch.cat([nxt, best], 1)  # (R, J + 1)
@@ -122,11 +200,11 @@ def allocate(score: Tensor, bank: Tensor) -> Tensor:
 
 def candidates(
     top: tuple[Tensor, Tensor, Tensor], scores: Tensor, cum: Tensor, cons: Constraints, beams: Beams
-) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+) -> tuple[Tensor, ...]:
     """Each beam group's candidates in the order they take its places: its best ones `top` (cumulative score, parent
     place, token, each (G, M)) and every row's constraint tokens and own best token (duplicates dropped), allocated
-    over banks, with the count of constraints each leaves unmet. Scores (N, V) and cumulative scores (N,) of every
-    row."""
+    over banks, with the count of constraints each leaves unmet and the count its parent has lost. Scores (N, V) and
+    cumulative scores (N,) of every row."""
     rows = beams.rows if beams.rows is not None else torch.arange(scores.shape[0], device=scores.device)
     tokens, got = extra_candidates(scores, rows, cons)  # (Nb, J + 1)
     g, w, e = beams.groups, beams.width, tokens.shape[1]
@@ -146,4 +224,5 @@ def candidates(
     matched, met = cons.after(at, token)
     pick = allocate(score, cons.bank(matched, met, at))
     unmet = (~met).sum(-1)  # (G, K) constraints a candidate leaves unmet
-    return score.gather(1, pick), parent.gather(1, pick), token.gather(1, pick), unmet.gather(1, pick)
+    lost = cons.lost()[at].sum(-1)  # (G, K) constraints its parent can no longer meet
+    return tuple(x.gather(1, pick) for x in (score, parent, token, unmet, lost))

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 import torch
 from torch import Tensor
 
+from model.network.step import StepInputs
 from model.network.transformer import Seq2SeqTransformer
 from model.runner.graphs import Graphs
 from model.runner.pool import KVPool
@@ -43,6 +44,18 @@ class Eager:
 
     def step_logits(self, state: DecodeState) -> Tensor:
         """One decode step of the state's rows at their own shapes: logits (N, V); their new K/V written."""
+        return self.model.step_logits(self._inputs(state))
+
+    def step_aligned(self, state: DecodeState) -> tuple[Tensor, Tensor]:
+        """`step_logits`, and the decoder's alignment of every row to its source (N, S) (`ModelConfig.alignment`)."""
+        return self.model.step(self._inputs(state), self.cfg.alignment)
+
+    def cross_attention(self, memory: Tensor, src_mask: Tensor, tgt_in: Tensor) -> Tensor:
+        """Teacher-forced, the decoder's alignment at every target position over the source (B, T, S)."""
+        return self.model.cross_attention(memory, src_mask, tgt_in, self.cfg.alignment)
+
+    def _inputs(self, state: DecodeState) -> StepInputs:
+        """The state's next step inputs, within the model's positions."""
         if state.max_length >= self.cfg.max_positions:
             raise ValueError(f"decoder position {state.max_length} exceeds max_positions={self.cfg.max_positions}")
-        return self.model.step_logits(state.inputs())
+        return state.inputs()

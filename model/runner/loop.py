@@ -19,6 +19,7 @@ from model.runner import Runner, constraints
 from model.runner.beams import HostMoves, Moves
 from model.runner.beams import step as beam_step
 from model.runner.choice import Picked, beam_candidates, pack, pick, unpack
+from model.runner.constraints import Words
 from model.runner.eager import Eager
 from model.runner.pool import copy_rows
 from model.runner.processors import process
@@ -52,9 +53,10 @@ class DecodeLoop:
     """Owns the decode state and the step in flight (depth 1 with `overlap`: step t+1 is launched before step t is
     booked; 0 without). Every change to the running requests goes through it, between steps."""
 
-    def __init__(self, runner: Runner | nn.Module, overlap: bool = False):
+    def __init__(self, runner: Runner | nn.Module, overlap: bool = False, words: Words | None = None):
         self.runner = Eager(runner) if isinstance(runner, nn.Module) else runner  # a bare network runs eagerly
         self.overlap = overlap
+        self.words = words  # the target vocabulary's word starts: glossary terms stay whole words (None: not known)
         self.state: DecodeState | None = None  # None until requests join, and again once all have left
         self.pending: Pending | None = None
 
@@ -133,12 +135,16 @@ class DecodeLoop:
         forced = table.forced(st.row_steps(), cfg.eos_id, st.device) if table.forcing else None
         beam = {id(s): b for b, s in enumerate(st.beams())}  # each beam request's group in the step's moves
         ran = [(s, s.first, beam.get(id(s), -1), s.steps) for s in st.seqs]
-        logits = self.runner.step_logits(st)  # (N, V)
+        cons = st.constraints
+        if cons is not None and st.placed:  # (N, V), and where each row looks in its source (N, S)
+            logits, align = self.runner.step_aligned(st)
+        else:
+            logits, align = self.runner.step_logits(st), None
         st.advance()
         graphs = self.runner.work
         plan = Plan(cfg, graphs.span(st.max_length, st.pool.sizes[1]), st.device.type == "cpu")
         refs = (st.pool.positions[: st.rows], st.pool.k, st.pool.v)
-        args = (logits, table, st.search, st.constraints, forced)
+        args = (logits, table, st.search, cons, forced, align, self.words if cons is not None else None)
         st.search, st.tokens, st.constraints, picked, flat = graphs.run(work, plan, refs, args)
         places = st.search.score.shape[1]
         return Pending(ran, picked, start_fetch(flat), st.rows, table.beam.groups if table.beam else 0, places)
@@ -198,15 +204,20 @@ def work(plan: Plan, refs: tuple[Tensor, Tensor, Tensor], args: tuple) -> tuple:
     """A step's device work after the logits, on the device and without a host sync (one CUDA graph per key): logit
     processing, every row's choice, the beam step, the rows' reorder (K/V in place) and the copy for the host. `refs`:
     every row's next position (N,) (the step's own written) and the pool's self-attention K/V; `args`: the logits
-    (N, V), the rows' constants, the search and constraint columns and the forced tokens. Returns the new search
-    columns, every row's token (N,), the new constraint columns, the choices and what the host reads, flat."""
+    (N, V), the rows' constants, the search and constraint columns, the forced tokens, the decoder's alignment
+    (N, S) when constraints are placed by it, and the vocabulary's word starts when there are constraints. Returns the
+    new search columns, every row's token (N,), the new constraint columns, the choices and what the host reads,
+    flat."""
     positions, k, v = refs
-    logits, table, search, cons, forced = args
+    logits, table, search, cons, forced, align, words = args
     cfg = plan.cfg
     steps = positions - 1  # (N,) steps each row had launched before this one
     scores, logprobs = _process(logits.float(), cfg, table, steps, search.history, forced)
-    if cons is not None:  # no EOS before every constraint is met
-        scores[:, cfg.eos_id].masked_fill_(cons.unmet(), float("-inf"))
+    if cons is not None:
+        cons = cons.opened(align) if align is not None else cons
+        scores[:, cfg.eos_id].masked_fill_(cons.unmet(), float("-inf"))  # no EOS before every constraint is met
+        if words is not None:  # a term just ended: the next token starts a word or is punctuation
+            scores.masked_fill_(cons.fresh[:, None] & words.joins, float("-inf"))
     picked, moves, n = pick(scores, logprobs, table, steps), None, scores.shape[0]
     if table.beam:
         candidates = beam_candidates(scores, search.cum, search.rank, table.beam)
@@ -223,7 +234,7 @@ def work(plan: Plan, refs: tuple[Tensor, Tensor, Tensor], args: tuple) -> tuple:
         copy_rows((k, v), rows, from_rows, plan.copied)
     search = search.advance(parents, moves, source, tokens, steps)
     if cons is not None:
-        cons = cons.advance(parents, tokens)
+        cons = cons.advance(parents, tokens, words)
     return search, tokens, cons, picked, pack(picked.parts + (moves.packed() if moves else []))
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+AGREE = 4  # the beam a constrained request decodes with at least (up to the server's max_beam_size)
 MOST_BEAM = 8  # the widest beam a glossary's terms raise a request to (the server passes its max_beam_size)
 
 
@@ -30,6 +31,8 @@ class DecodeParams:
     forced_eos: bool = False  # EOS is the last token at the length limit (transformers' forced_eos_token_id)
     bad_words_ids: tuple[tuple[int, ...], ...] = ()  # token sequences never generated (their last token is banned)
     constraints: tuple[tuple[int, ...], ...] = ()  # token sequences the output must contain (a glossary's targets)
+    constraint_spans: tuple[tuple[int, int], ...] = ()  # each one's source tokens [start, end): placed by alignment
+    align: bool = False  # return each output token's source position with the result (markup put back by it)
 
     def __post_init__(self) -> None:
         checks = [
@@ -45,21 +48,26 @@ class DecodeParams:
             (not (self.sampling and self.beam_size > 1), "sampling works with beam_size 1"),
             (all(self.bad_words_ids), "bad_words_ids must not hold an empty sequence"),
             (all(self.constraints), "constraints must not hold an empty sequence"),
-            (not self.constraints or self.beam_size >= constrained_beam(self.constraints), "constraints need a beam "
-             "of at least constrained_beam(constraints) (DecodeParams.constrained raises it)"),
+            (not self.constraints or self.beam_size >= constrained_beam(self.constraints, 0), "constraints need a "
+             "beam of at least constrained_beam(constraints, 0) (DecodeParams.constrained raises it)"),
+            (len(self.constraint_spans) in (0, len(self.constraints)), "constraint_spans: one per constraint"),
+            (all(0 <= a < b for a, b in self.constraint_spans), "constraint_spans: each [start, end), start >= 0"),
             (not (self.sampling and self.constraints), "constraints work with greedy and beam search, not sampling"),
         ]
         for ok, message in checks:
             if not ok:
                 raise ValueError(message)
 
-    def constrained(self, constraints: tuple[tuple[int, ...], ...], most: int = MOST_BEAM) -> DecodeParams:
-        """These parameters with `constraints` to meet, the beam raised to what constrained decoding needs, at most
-        `most` (a greedy request decodes with it too); unchanged when there are none."""
+    def constrained(
+        self, constraints: tuple[tuple[int, ...], ...], most: int = MOST_BEAM, spans: tuple[tuple[int, int], ...] = ()
+    ) -> DecodeParams:
+        """These parameters with `constraints` to meet (placed by alignment on their source `spans` when given), the
+        beam raised to what constrained decoding needs, at most `most` (a greedy request decodes with it too);
+        unchanged when there are none."""
         if not constraints:
             return self
         beam = max(self.beam_size, constrained_beam(constraints, most))
-        return dataclasses.replace(self, constraints=tuple(constraints), beam_size=beam)
+        return dataclasses.replace(self, constraints=tuple(constraints), beam_size=beam, constraint_spans=tuple(spans))
 
     @property
     def scored(self) -> bool:
@@ -84,8 +92,9 @@ def constrained_beam(constraints: tuple[tuple[int, ...], ...], most: int = MOST_
     """The beam these constraints decode with: a place for each count of constraints met (0 to all) at least, and
     for each token of the longest one up to `most`, so that the allocation keeps a hypothesis at every stage of a
     term besides those that follow the model (with fewer, a term is rushed in: "A fichero en Firefox." at beam 2,
-    "Abrir el fichero en Firefox." at 4, for a 3-token term)."""
-    return max(2, len(constraints) + 1, min(max(map(len, constraints)) + 1, most))
+    "Abrir el fichero en Firefox." at 4, for a 3-token term), and at least AGREE up to `most`, so that the words
+    before a term keep alternatives the term's own score chooses among ("El foto" at beam 3, "La foto" at 4)."""
+    return max(2, len(constraints) + 1, min(max(max(map(len, constraints)) + 1, AGREE), most))
 
 
 @dataclass(frozen=True)

@@ -59,12 +59,14 @@ class DecodeState:
         self.stale = True  # the rows changed since the table and the layout were built
         self.rows = 0
         self.max_length, self.uniform, self.src_len = 0, True, 0  # of the seqs, measured when they change
+        self.placed = False  # a running request's constraints are placed by alignment (the step returns it)
 
     def _measure(self) -> None:
         """The most positions any row has written, whether every row has written as many, the longest source."""
         steps = [s.steps for s in self.seqs]
         self.max_length, self.uniform = max(steps, default=0), len(set(steps)) <= 1
         self.src_len = max((s.src_len for s in self.seqs), default=0)
+        self.placed = any(s.params.constraint_spans for s in self.seqs)
 
     # --- what the host knows, without a device sync ---------------------------------------------------
     @property
@@ -105,8 +107,9 @@ class DecodeState:
         search = self.search.concat(BeamState.start(widths, self.search.positions, self.device))
         constraints = self.constraints
         if constraints is not None or any(r.params.constraints for r in new.requests):
-            per_row = [r.params.constraints for r, w in zip(new.requests, widths, strict=True) for _ in range(w)]
-            joining = Constraints.start(per_row, self.device)
+            per_row = [r.params for r, w in zip(new.requests, widths, strict=True) for _ in range(w)]
+            spans = [p.constraint_spans for p in per_row]
+            joining = Constraints.start([p.constraints for p in per_row], self.device, spans)
             before = constraints or Constraints.start([()] * n, self.device)
             constraints = before.concat(joining)
         lens, seqs, first = new.src_mask.sum(1).tolist(), [], n

@@ -126,6 +126,16 @@ class StaticDecoder:
                 self._forward(self._inputs(key, layout))
         return self.logits[:n]
 
+    def step_aligned(self, state: DecodeState) -> tuple[Tensor, Tensor]:
+        """`step_logits` with the decoder's alignment (N, S): eagerly at the state's own shapes (a batch whose
+        glossary terms are placed by alignment is not captured)."""
+        with self.attention():
+            return self.eager.step_aligned(state)
+
+    def cross_attention(self, memory: Tensor, src_mask: Tensor, tgt_in: Tensor) -> Tensor:
+        """Teacher-forced, the decoder's alignment at every target position over the source (B, T, S)."""
+        return self.eager.cross_attention(memory, src_mask, tgt_in)
+
     def _inputs(self, key: tuple[int, int, int], layout: Groups | None) -> StepInputs:
         """The padded step's inputs for `key` (rows, span, width) over the static buffers, read through `layout`."""
         rows, span, _ = key

@@ -40,7 +40,7 @@ def test_unescaped_utf8_form_is_read_as_utf8(server):
     raw = "q=x&source=en&target=ñ".encode()
     ctype = {"content-type": "application/x-www-form-urlencoded"}
     r = HTTP.post(server.url + "/translate", content=raw, headers=ctype, timeout=30)
-    assert r.status_code == 400 and r.json()["error"] == "ñ is not supported", r.text
+    assert r.status_code == 400 and r.json()["error"].startswith("ñ is not supported as a target"), r.text
 
 
 def test_query_string_and_body_merge(server):
@@ -60,30 +60,31 @@ def test_repeated_q_in_the_query_string_is_a_list(server):
 
 
 def test_detect_reads_every_shape(server):
-    """/detect in every shape: the same detections."""
-    answers = shapes(server.url, "/detect", {"q": GERMAN, "api_key": "x", "extra": 1})
+    """/detect in every shape, `all_languages` as a string where forms send strings: the same detections."""
+    answers = shapes(server.url, "/detect", {"q": GERMAN, "api_key": "x", "extra": 1, "all_languages": "true"})
     assert len({str(r.json()) for r in answers.values()}) == 1
     assert answers["query"].json()[0]["language"] == "de"
 
 
-def test_detect_tells_the_truth(server):
-    """The issue's sentences: Spanish and German are detected as such (neither is a source of the en-es model)."""
+def test_detect_ranks_the_served_sources_and_all_when_asked(server):
+    """/detect ranks among the served sources (en alone here: no detection, confidence 100), as LibreTranslate among
+    its installed languages; `all_languages` ranks every language the detector knows (the issue's sentences: Spanish
+    and German, neither a source of the en-es model)."""
     for text, language in ((SPANISH, "es"), (GERMAN, "de")):
-        best = HTTP.post(server.url + "/detect", json={"q": text}).json()[0]
+        assert HTTP.post(server.url + "/detect", json={"q": text}).json() == [{"language": "en", "confidence": 100}]
+        best = HTTP.post(server.url + "/detect", json={"q": text, "all_languages": True}).json()[0]
         assert best["language"] == language and best["confidence"] > 90
 
 
-@pytest.mark.parametrize(("text", "language"), [(GERMAN, "de"), (SPANISH, "es")])
-def test_auto_refuses_a_language_no_model_serves(server, text, language):
-    """source auto with a text in an unserved source language: 400 naming it and the pairs served."""
+@pytest.mark.parametrize("text", ["Hello world", "Hello", "Thanks", GERMAN])
+def test_auto_with_one_served_source_needs_no_detection(server, text):
+    """source auto into es on the en-es model: en, the only source served into es, without detection (the issue's
+    "Hello world" was refused as `fuv`); the same translation as source en."""
     r = HTTP.post(server.url + "/translate", json={"q": text, "source": "auto", "target": "es"})
-    check_error(r, 400, "unsupported_language", f"'{language}'", "en-es")
-
-
-def test_auto_routes_a_served_language(server):
-    """English text with source auto: routed, detectedLanguage says en with its confidence."""
-    r = HTTP.post(server.url + "/translate", json={"q": "the cat runs in the city", "source": "auto", "target": "es"})
-    assert r.status_code == 200 and r.json()["detectedLanguage"]["language"] == "en"
+    assert r.status_code == 200, r.text
+    assert r.json()["detectedLanguage"] == {"language": "en", "confidence": 100}
+    explicit = HTTP.post(server.url + "/translate", json={"q": text, "source": "en", "target": "es"}).json()
+    assert r.json()["translatedText"] == explicit["translatedText"]
 
 
 def test_frontend_settings(server):
@@ -105,13 +106,15 @@ def test_suggest_is_off(server):
 
 
 def test_libretranslatepy_sees_both_languages(server):
-    """libretranslatepy: es is listed (a target), and detection of Spanish says es."""
+    """libretranslatepy: es is listed (a target); detection answers among the served sources (en); its `auto`
+    translates "Hello world" as from en (the issue's call was an HTTP 400)."""
     from libretranslatepy import LibreTranslateAPI
 
     lt = LibreTranslateAPI(server.url + "/")
     assert {x["code"]: x["targets"] for x in lt.languages()} == {"en": ["es"], "es": []}
-    assert lt.detect(SPANISH)[0]["language"] == "es"
+    assert lt.detect(SPANISH)[0]["language"] == "en"
     assert lt.translate(TEXT, "en", "es") == HTTP.post(server.url + "/translate", json=FIELDS).json()["translatedText"]
+    assert lt.translate("Hello world", "auto", "es") == lt.translate("Hello world", "en", "es")
 
 
 @pytest.mark.parametrize("where", ["json", "form-parameters"])

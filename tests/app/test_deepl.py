@@ -76,6 +76,14 @@ def test_translate_text_one_and_a_list_as_libretranslate_answers(translator, key
     assert translator.translate_text(TEXTS[::-1], target_lang="ES-419")[0].text == want[1]  # variant: its base
 
 
+@pytest.mark.parametrize("text", ["Hello world", "Hello", "Thanks"])
+def test_default_call_without_source(translator, keyed, text):
+    """DeepL users' plain call, no source_lang: EN (the only source served into ES), as /translate from en (the
+    issue's "Hello world" was a 400, detected as fuv)."""
+    got = translator.translate_text(text, target_lang="ES")
+    assert (got.text, got.detected_source_lang) == (libre(keyed.url, [text])[0], "EN")
+
+
 def test_translate_html_keeps_the_markup(translator, keyed):
     html = "<p>The house is <b>big</b>.</p>"
     got = translator.translate_text(html, target_lang="ES", tag_handling="html")
@@ -184,7 +192,10 @@ def test_document_result_once_and_wrong_key(keyed):
 BAD = [  # (id, path, request kwargs, status, words the message must contain)
     ("missing-target", "/translate", {"json": {"text": ["x"]}}, 400, ["target_lang"]),
     ("unknown-target", "/translate", {"json": {"text": ["x"], "target_lang": "XX"}}, 400, ["target_lang", "XX"]),
-    ("unserved-target", "/translate", {"json": {"text": ["x"], "target_lang": "DE"}}, 400, ["target_lang", "DE"]),
+    ("unserved-target", "/translate", {"json": {"text": ["x"], "target_lang": "DE"}}, 400,
+     ["target_lang", "DE", "served pairs: EN->ES"]),
+    ("reverse-pair", "/translate", {"json": {"text": ["Hola"], "target_lang": "EN-US", "source_lang": "ES"}}, 400,
+     ["target_lang", "EN-US", "served pairs: EN->ES"]),
     ("unknown-source", "/translate", {"json": {"text": ["x"], "target_lang": "ES", "source_lang": "XX"}}, 400,
      ["source_lang"]),
     ("missing-text", "/translate", {"json": {"target_lang": "ES"}}, 400, ["text"]),

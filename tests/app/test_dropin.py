@@ -120,13 +120,18 @@ def test_auto_detects_routes_and_answers_detected_language(server):
 
 
 def test_detect_answers_the_language_of_the_text(server):
-    """LibreTranslate's /detect: candidates best first with confidence in percent, among every language the detector
-    knows (served or not: Galician is not); form too."""
+    """LibreTranslate's /detect: candidates best first with confidence in percent, among the served sources, or among
+    every language the detector knows with `all_languages` (served or not: Galician is not, Portuguese only as a
+    target); form too."""
     best = post(server.url, "/detect", q="Bonjour, je voudrais un café s'il vous plaît")
     assert best[0]["language"] == "fr" and best == sorted(best, key=lambda d: -d["confidence"])
-    portuguese = post(server.url, "/detect", q="Onde fica a estação de comboios?")  # pt is served only as a target
-    assert portuguese[0]["language"] == "pt"
-    galician = post(server.url, "/detect", q="Onte fomos á praia cos nenos e comemos xuntos na casa da avoa.")
+    sources = {x["code"] for x in HTTP.get(server.url + "/languages").json() if x["targets"]}
+    assert {d["language"] for d in best} <= sources
+    portuguese = "Onde fica a estação de comboios?"
+    assert post(server.url, "/detect", q=portuguese)[0]["language"] != "pt"
+    assert post(server.url, "/detect", q=portuguese, all_languages=True)[0]["language"] == "pt"
+    galician = post(server.url, "/detect", q="Onte fomos á praia cos nenos e comemos xuntos na casa da avoa.",
+                    all_languages=True)  # fmt: skip
     assert galician[0]["language"] == "gl" and "gl" not in {
         x["code"] for x in HTTP.get(server.url + "/languages").json()
     }
@@ -147,6 +152,7 @@ def test_libretranslatepy_client(server):
     )
     assert {"code": "de", "name": "German"}.items() <= next(x for x in lt.languages() if x["code"] == "de").items()
     assert lt.detect("¿Dónde está la estación de tren?")[0]["language"] == "es"
+    assert lt.translate("Hola mundo", "auto", "en") == lt.translate("Hola mundo", "es", "en")  # NLLB's es->en
 
 
 @pytest.mark.parametrize("ctype", ["text/plain", "application/xml"])

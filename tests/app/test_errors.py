@@ -28,16 +28,20 @@ def check_error(r: httpx.Response, status: int, error_type: str, *names: str) ->
 @pytest.mark.parametrize(
     ("payload", "names"),
     [
-        ({"q": "x", "source": "en", "target": "de"}, ["de is not supported"]),
-        ({"q": "x", "source": "fr", "target": "es"}, ["fr is not supported"]),
-        ({"q": "x", "source": "auto", "target": "zz"}, ["zz is not supported"]),
+        ({"q": "x", "source": "en", "target": "de"}, ["de is not supported as a target"]),
+        ({"q": "x", "source": "fr", "target": "es"}, ["fr is not supported as a source"]),
+        ({"q": "x", "source": "auto", "target": "zz"}, ["zz is not supported as a target"]),
+        ({"q": "x", "source": "fr", "target": "en"}, ["en is not supported as a target, nor fr as a source"]),
+        ({"q": "x", "source": "es", "target": "en"}, ["en is not supported as a target, nor es as a source"]),
     ],
-    ids=["unknown-target", "unknown-source", "auto-unknown-target"],
+    ids=["unknown-target", "unknown-source", "auto-unknown-target", "both-sides", "reverse-pair"],
 )
 def test_unsupported_language(server, payload, names):
-    """400 unsupported_language names the language no model serves, in LibreTranslate's words."""
+    """400 unsupported_language starts with LibreTranslate's words ("xx is not supported"), then names the side and
+    the pairs served. Catches a message that says neither (the issue's Spanish text with target "en")."""
     r = HTTP.post(server.url + "/translate", json=payload)
-    check_error(r, 400, "unsupported_language", *names)
+    message = check_error(r, 400, "unsupported_language", *names[:1], "served pairs: en-es")
+    assert message.startswith(names[0].split(" as ")[0])
 
 
 def P(**params) -> dict:  # noqa: N802 (reads as a literal)
@@ -193,7 +197,8 @@ def test_models_from_env_list(guarded):
         )
         assert r.status_code == 200 and r.json()["details"]["model"] == f"en-{target}"
     r = HTTP.post(guarded.url + "/translate", json={**OK_BODY, "source": "es", "target": "fr", "api_key": "key-one"})
-    assert check_error(r, 400, "unsupported_language") == "es is not supported"  # a target, but no model's source
+    message = check_error(r, 400, "unsupported_language", "served pairs: en-es, en-fr")
+    assert message.startswith("es is not supported as a source")  # a target, but no model's source
 
 
 def test_max_items_from_env(guarded):

@@ -91,3 +91,34 @@ def test_a_document_carries_the_glossary_on_every_segment(served, checkpoint):
     cat = (tuple(checkpoint.tokenizer.encode_target("gato negro")),)
     assert [p.constraints for p in seen if p.constraints] == [cat]  # the one unit with "cat", once
     assert all(p.beam_size >= 2 for p in seen if p.constraints)
+
+
+def test_terms_reach_the_engine_with_their_source_spans(served, checkpoint):
+    # catches: constraints sent without the source tokens they translate (placed anywhere), or spans off by the prefix
+    seen = recorded(served.core)
+    with front(service_with(served)) as client:
+        r = client.post("/translate", json={"q": "The cat saw a cat.", "source": "en", "target": "es",
+                                            "glossary": {"cat": "gato"}, "parameters": {"beam_size": 1}})  # fmt: skip
+        assert r.status_code == 200, r.text
+    (params,) = seen
+    tok = checkpoint.tokenizer
+    ids = tok.encode("The cat saw a cat.")
+    assert params.constraints == (tuple(tok.encode_target("gato")),) * 2
+    covered = [tok.source.decode(ids[a:b]) for a, b in params.constraint_spans]
+    assert covered == ["The cat", "a cat"]  # each occurrence, from the word before it (where its window opens)
+
+
+def test_glossary_targets_the_model_cannot_take_are_refused_by_name(served, checkpoint):
+    # catches: an unwritable or overlong target, or too many terms for the beam, answered 500 or silently dropped
+    with front(service_with(served)) as client:
+        cases = [({"cat": "gato " * 40}, {"max_new_tokens": 8}, "max_new_tokens=8"),
+                 ({f"w{i}": f"p{i}" for i in range(9)}, {}, "max_beam_size")]  # fmt: skip
+        unwritable = next((c for c in "\u2603\U0001d11e\ue000" if not checkpoint.tokenizer.spells(c)), None)
+        if unwritable is not None:
+            cases.append(({"cat": f"gato {unwritable}"}, {}, "glossary['cat']"))
+        for glossary, parameters, named in cases:
+            text = " ".join(glossary)
+            r = client.post("/translate", json={"q": text, "source": "en", "target": "es", "glossary": glossary,
+                                                "parameters": parameters})  # fmt: skip
+            assert r.status_code == 422 and named in r.json()["error"], r.text
+        assert client.post("/translate", json={"q": "cat", "source": "en", "target": "es"}).status_code == 200

@@ -154,28 +154,32 @@ def test_return_scores(server, checkpoint):
     assert ok(server.url, TEXTS[0], parameters={"return_scores": False})["details"]["score"] is None
 
 
-def test_split_sentences(server, checkpoint):
-    """split_sentences: each sentence translated alone and joined with the original separators."""
+def test_split_sentences_by_default(server, checkpoint):
+    """Sentences by default (as DeepL's split_sentences=1, and LibreTranslate): each sentence translated alone and
+    joined with the original separators; split_sentences=false translates the text as one unit. Catches the default
+    turned back to one unit per text."""
     text = "The cat sleeps. The dog runs!  A big tree?\nGood night."
     sentences, seps = ["The cat sleeps.", "The dog runs!", "A big tree?", "Good night."], [" ", "  ", "\n", ""]
-    answer = ok(server.url, text, parameters={"split_sentences": True})
     expected = "".join(
         offline(checkpoint, s, max_new_tokens=DEFAULT_MAX_NEW)[0] + sep for s, sep in zip(sentences, seps, strict=True)
     )
-    assert answer["translatedText"] == expected
-    assert answer["details"]["input_tokens"] == sum(len(checkpoint.tokenizer.encode(s)) for s in sentences)
-    whole = ok(server.url, text)["translatedText"]
+    for answer in (ok(server.url, text), ok(server.url, text, parameters={"split_sentences": True})):
+        assert answer["translatedText"] == expected
+        assert answer["details"]["input_tokens"] == sum(len(checkpoint.tokenizer.encode(s)) for s in sentences)
+    whole = ok(server.url, text, parameters={"split_sentences": False})["translatedText"]
     assert whole == offline(checkpoint, text, max_new_tokens=DEFAULT_MAX_NEW)[0] != expected
 
 
 def test_split_sentences_lifts_the_input_limit(server, checkpoint):
-    """A text over max_input_tokens is refused whole (422 naming the limit) but fine split into sentences."""
+    """A text over max_input_tokens is refused whole (422 naming the limit and how to cut it) but fine split into
+    sentences, as by default."""
     sentence = "The big red dog runs in the green city at night."
     text = " ".join([sentence] * 40)
     assert len(checkpoint.tokenizer.encode(text)) > 256
-    r = translate(server.url, text)
+    r = translate(server.url, text, parameters={"split_sentences": False})
     assert r.status_code == 422 and "max_input_tokens=256" in r.json()["error"]
-    answer = ok(server.url, text, parameters={"split_sentences": True, "max_new_tokens": 8})
+    assert "split_sentences" in r.json()["error"]
+    answer = ok(server.url, text, parameters={"max_new_tokens": 8})
     one = offline(checkpoint, sentence, max_new_tokens=8)[0]
     assert answer["translatedText"] == " ".join([one] * 40)
 

@@ -1,4 +1,7 @@
-"""The shipped en->es model loads and translates the everyday phrases into Spanish: a broken export cannot land."""
+"""The shipped en->es model loads and translates the everyday phrases into Spanish: a broken export cannot land; its
+glossary terms stand where their source words are translated."""
+
+import re
 
 import pytest
 import sacrebleu
@@ -6,6 +9,7 @@ import torch
 
 from app.settings import BUILTIN
 from model.loading.checkpoint import load
+from model.runner.constraints import Words
 from model.runner.generate import generate
 from model.runner.params import DecodeParams
 from model.runner.search import Request
@@ -57,3 +61,31 @@ def test_builtin_checkpoint_is_small_and_complete():
     files = {p.name: p.stat().st_size for p in BUILTIN.iterdir()}
     assert {"config.json", "model.safetensors", "spm.model", "MODEL_CARD.md"} <= set(files)
     assert sum(files.values()) < 30_000_000
+
+
+GLOSSARY_CASES = [  # (English, term, target): failures of the unplaced constrained search (issue 42)
+    ("My boss is on holiday.", "boss", "jefa"),  # was "Mi jefe está a las vacaciones. jefas."
+    ("I left my wallet in the taxi.", "wallet", "billetera"),  # was "... mi cartera billetera en el taxi."
+    ("Put the keys on the shelf.", "shelf", "repisa"),  # was "Pone repisa las teclas en la balda."
+    ("The picture is on the wall.", "picture", "foto"),  # was "El foto ..."
+    ("Save the file and close the file.", "file", "fichero"),  # wanted twice
+]
+
+
+def test_glossary_terms_stand_where_their_source_is_translated():
+    # catches: a term appended after the sentence, beside the word it replaces, not a whole word, once for two
+    ck = load(BUILTIN)
+    tok, words = ck.tokenizer, Words.of(ck.tokenizer.target_pieces(ck.config.tgt_vocab_size), torch.device("cpu"))
+    reqs = []
+    for i, (en, term, target) in enumerate(GLOSSARY_CASES):
+        found = [(m.start(), m.end()) for m in re.finditer(rf"\b{term}\b", en)]
+        spans = tuple(tok.source_spans(en, found, lead=1))
+        wanted = (tuple(tok.encode_target(target)),) * len(found)
+        params = DecodeParams(max_new_tokens=64).constrained(wanted, spans=spans)
+        reqs.append(Request(i, tok.encode(en), params))
+    with torch.inference_mode():
+        outs = [tok.decode(h[0].tokens) for h in generate(ck.model, reqs, words=words)]
+    for (en, term, target), out in zip(GLOSSARY_CASES, outs, strict=True):
+        assert len(re.findall(rf"(?<!\w){target}(?!\w)", out)) == en.count(term), out
+        assert out.endswith(".") and out.count(".") == 1, out  # nothing after the sentence's end
+    assert "cartera" not in outs[1] and "balda" not in outs[2] and "La foto" in outs[3], outs

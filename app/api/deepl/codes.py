@@ -53,6 +53,13 @@ def served_code(code: str, served: Iterable[str]) -> str | None:
     return next((c for c in candidates if c in served), None)
 
 
+def pairs(served: list[tuple[str, str]]) -> str:
+    """The served pairs in DeepL's base codes for a message ("EN->ES, ES->EN"), or how many when many."""
+    if len(served) > 20:
+        return f"{len(served)} pairs, see GET /v2/languages"
+    return ", ".join(dict.fromkeys(f"{deepl_code(s)}->{deepl_code(t)}" for s, t in served))
+
+
 def name(code: str) -> str:
     """DeepL's English name of a DeepL code."""
     return NAMES.get(code) or language_name(code.lower())

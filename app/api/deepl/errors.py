@@ -21,7 +21,7 @@ LEADING_FIELD = re.compile(r"^(q|source|target|api_key)(?=[\[:. ])")
 
 def rename(message: str) -> str:
     """A message whose leading field name is LibreTranslate's, with DeepL's name for it."""
-    message = message.replace("parameters.split_sentences=true", "split_sentences=1")
+    message = message.replace("parameters.split_sentences", "split_sentences")
     return LEADING_FIELD.sub(lambda m: FIELDS[m.group(1)], message)
 
 

@@ -31,18 +31,23 @@ def served(service: Service) -> tuple[set[str], set[str]]:
 
 
 def languages_of(service: Service, source_lang: str | None, target_lang: str) -> tuple[str, str]:
-    """The served (source, target) for DeepL's codes (source "auto" when omitted); 400 naming the field."""
+    """The served (source, target) for DeepL's codes (source "auto" when omitted); 400 naming the field that is not
+    served, the languages served on that side and the pairs served."""
+    pairs = service.pairs()
     sources, targets = served(service)
+    listed = f"served pairs: {codes.pairs(pairs)}"
     target = codes.served_code(target_lang, targets)
     if target is None:
-        listed = ", ".join(t["language"] for t in codes.targets(targets))
-        raise bad(f"Value for 'target_lang' not supported: {target_lang} (served targets: {listed})")
+        served_targets = ", ".join(t["language"] for t in codes.targets(targets))
+        raise bad(f"Value for 'target_lang' not supported: {target_lang} (served targets: {served_targets}; {listed})")
     if source_lang is None:
         return "auto", target
     source = codes.served_code(source_lang, sources)
     if source is None:
-        listed = ", ".join(s["language"] for s in codes.sources(sources))
-        raise bad(f"Value for 'source_lang' not supported: {source_lang} (served sources: {listed})")
+        served_sources = ", ".join(s["language"] for s in codes.sources(sources))
+        raise bad(f"Value for 'source_lang' not supported: {source_lang} (served sources: {served_sources}; {listed})")
+    if (source, target) not in pairs:
+        raise bad(f"Value for 'target_lang' not supported: {target_lang} from source_lang {source_lang} ({listed})")
     return source, target
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from app.glossaries.matching import Matcher, fold, term_key
 
 
@@ -52,3 +54,15 @@ def test_the_folded_text_points_back_into_the_original():
 
 def test_no_terms_match_nothing():
     assert Matcher(()).find("anything") == []
+
+
+def test_a_target_the_model_cannot_write_is_refused_by_name():
+    # catches: an unwritable target sent as a constraint (<unk> tokens the decoder can never produce: a 500 or junk)
+    from app.errors import ApiError
+    from app.glossaries.apply import GlossaryUse
+
+    use = GlossaryUse((("cat", "gato \u2603"), ("dog", "perro")), lambda t: [len(t)], 3, spells=lambda c: c != "\u2603")
+    assert use.constraints("a dog") == (((5,),), [(2, 5)])
+    with pytest.raises(ApiError) as err:
+        use.constraints("a cat")
+    assert err.value.status == 422 and "glossary['cat']" in err.value.message and "\u2603" in err.value.message

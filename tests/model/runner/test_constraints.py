@@ -6,7 +6,7 @@ allocation on hand-made cases."""
 import pytest
 import torch
 
-from model.runner.constraints import Constraints, allocate
+from model.runner.constraints import WINDOW_WORDS, Constraints, Words, allocate, extra_candidates
 from model.runner.generate import generate
 from model.runner.params import DecodeParams, constrained_beam
 from model.runner.search import Request
@@ -102,3 +102,72 @@ def test_constraints_that_start_alike_count_their_common_start_once():
     assert again.tolist() == [1] and onward.tolist() == [2]
     met = after_start.advance(rows, torch.tensor([9]))
     assert met.bank(met.matched, met.met, rows).tolist() == [2]  # (2, 9) met: its length
+
+
+def _placed(span: tuple[int, int]) -> Constraints:
+    """One row with the constraint (5, 6) placed on source tokens `span`."""
+    return Constraints.start([((5, 6),)], torch.device("cpu"), [(span,)])
+
+
+def test_a_placed_term_is_offered_only_inside_its_window():
+    # catches: a term offered before the alignment reaches its source (appended after the end, placed anywhere)
+    cons, rows = _placed((2, 4)), torch.tensor([0])
+    scores = torch.zeros(1, 20)
+    elsewhere = torch.tensor([[0.7, 0.2, 0.05, 0.05, 0.0]])  # (N, S): the decoder looks at source token 0
+    closed = extra_candidates(scores, rows, cons.opened(elsewhere))[1]
+    assert closed[0, 0] == float("-inf")  # its first token is no candidate
+    on_span = torch.tensor([[0.1, 0.1, 0.5, 0.3, 0.0]])
+    opened = cons.opened(on_span)
+    assert opened.budget.tolist() == [[WINDOW_WORDS]] and extra_candidates(scores, rows, opened)[1][0, 0] == 0.0
+    assert cons.opened(torch.tensor([[0.1, 0.5, 0.05, 0.05, 0.3]])).budget.tolist() == [[-1]]  # only on its span
+    at_end = cons.opened(torch.tensor([[0.1, 0.1, 0.05, 0.05, 0.7]]))  # the decoder reached the source's end
+    assert at_end.budget.tolist() == [[0]] and at_end.lost().tolist() == [[True]]  # never appended after it
+
+
+def test_a_window_passes_after_its_words_and_then_the_row_may_end():
+    # catches: a window that never closes (the term after the model's own word) or a lost term blocking EOS forever
+    starts = torch.zeros(20, dtype=torch.bool)
+    starts[[5, 10, 11]] = True  # 5: the term's first token; 10 and 11 start other words; 12 continues a word
+    words = Words(starts, ~starts)
+    cons, rows = _placed((0, 1)).opened(torch.tensor([[1.0, 0.0]])), torch.tensor([0])
+    cons = cons.advance(rows, torch.tensor([12]), words)  # a word goes on: no word spent
+    assert cons.budget.tolist() == [[WINDOW_WORDS]]
+    for left in range(WINDOW_WORDS - 1, -1, -1):
+        cons = cons.advance(rows, torch.tensor([10]), words)
+        assert cons.budget.tolist() == [[left]]
+    assert cons.unmet().tolist() == [False]  # lost: it may end (ranked below hypotheses that met every term)
+    assert cons.advance(rows, torch.tensor([5]), words).matched.tolist() == [[0]]  # and the term no longer starts
+    inside = _placed((0, 1)).opened(torch.tensor([[1.0, 0.0]])).advance(rows, torch.tensor([10]), words)
+    inside = inside.advance(rows, torch.tensor([5]), words).advance(rows, torch.tensor([6]), words)
+    assert inside.met.tolist() == [[True]] and inside.fresh.tolist() == [True]  # the next token starts a new word
+
+
+def test_a_term_wanted_twice_is_met_once_per_occurrence():
+    # catches: one occurrence meeting both constraints (the second place left without its term)
+    cons = Constraints.start([((5,), (5,))], torch.device("cpu"))
+    rows = torch.tensor([0])
+    once = cons.advance(rows, torch.tensor([5]))
+    assert once.met.tolist() == [[True, False]] and once.unmet().tolist() == [True]
+    assert once.advance(rows, torch.tensor([5])).met.tolist() == [[True, True]]
+
+
+def test_a_server_with_a_small_max_beam_takes_a_long_term():
+    # catches: DecodeParams rejecting the beam `constrained` chose under the server's max_beam_size (a 500)
+    params = DecodeParams(beam_size=1).constrained(((5, 6, 7, 8),), most=4)
+    assert params.beam_size == 4
+
+
+def test_placed_constraints_keep_every_oracle(model):
+    # catches: alignment-placed constraints that differ batched and alone, or sequential and overlapped
+    spans = ((1, 3), (0, 1)), ((0, 2),), ((2, 3), (0, 1), (1, 2))
+    reqs = [Request(i, _src(i + 3), DecodeParams(beam_size=2, max_new_tokens=12).constrained(c, spans=s))
+            for i, (c, s) in enumerate(zip(CONSTRAINTS, spans, strict=True))]  # fmt: skip
+    reqs += [Request(10 + i, _src(i + 4), p) for i, p in enumerate(MIXED[:3])]
+    starts = torch.zeros(model.cfg.tgt_vocab_size, dtype=torch.bool)
+    starts[::2] = True
+    words = Words(starts, ~starts)
+    together = generate(model, reqs, words=words)
+    tokens = lambda hyps: [h.tokens for h in hyps]  # noqa: E731
+    assert [tokens(h) for h in generate(model, reqs, overlap=True, words=words)] == [tokens(h) for h in together]
+    for r, got in zip(reqs, together, strict=True):
+        assert tokens(generate(model, [r], words=words)[0]) == tokens(got)
