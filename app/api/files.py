@@ -193,6 +193,7 @@ class ProgressStream(StreamingResponse):
         finally:
             self.task.cancel()
             self.service.inflight -= 1
+            await self.body_iterator.aclose()  # a write that failed left it at a yield (app.write_timeout)
 
 
 @router.get("/download_file/{name}", responses=ERRORS)
