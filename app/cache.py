@@ -1,21 +1,24 @@
 """The translation cache: one entry per text, keyed by everything that decides its translation (the model and the
 fingerprint of its files, source, target, format, sentence splitting, alternatives and the resolved decoding
-parameters). An in-process LRU bounded in bytes, and Redis behind it when configured, so that replicas share."""
+parameters). An in-process LRU bounded in bytes, and Redis behind it when configured, so that replicas share. A Redis
+that fails or answers late turns into misses (app.dependency counts and logs the outage once; no call waits on it
+until it is back), never into errors."""
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
-import logging
+from functools import partial
 
 import msgspec
 from cachetools import LRUCache
 
+from app import redis_client
+from app.dependency import STORE_FAILURES, Dependency, Unavailable
 from app.metrics import Metrics
 from app.settings import Settings
 from model.runner.params import DecodeParams
 
-log = logging.getLogger("mt.cache")
 PREFIX = "mt:tr:"
 
 
@@ -37,11 +40,12 @@ class TranslationCache:
         self.metrics, self.ttl = metrics, settings.cache_ttl_seconds
         self.enabled = settings.cache and (settings.cache_bytes > 0 or bool(settings.redis_url))
         self.local = LRUCache(settings.cache_bytes, getsizeof=len) if settings.cache_bytes > 0 else None
-        self.redis = None
+        self.redis, self.dependency = None, None
         if self.enabled and settings.redis_url:
-            import redis.asyncio as aioredis
-
-            self.redis = aioredis.Redis.from_url(settings.redis_url)
+            timeout = settings.store_timeout_seconds
+            self.redis = redis_client.connect(settings.redis_url, timeout)
+            probe = partial(redis_client.probe, self.redis)
+            self.dependency = Dependency("cache", metrics, timeout, STORE_FAILURES, probe)
 
     async def get_many(self, keys: list[str]) -> list[dict | None]:
         """The cached answers, None for misses; counts hits and misses."""
@@ -49,9 +53,8 @@ class TranslationCache:
         missing = [i for i, v in enumerate(found) if v is None]
         if self.redis is not None and missing:
             try:
-                remote = await self.redis.mget([PREFIX + keys[i] for i in missing])
-            except Exception as exc:  # a cache that is down is a miss, not an error
-                log.warning("redis cache unavailable: %s", exc)
+                remote = await self.dependency.call(lambda: self.redis.mget([PREFIX + keys[i] for i in missing]))
+            except Unavailable:  # a cache that is down is a miss, not an error
                 remote = [None] * len(missing)
             for i, value in zip(missing, remote, strict=True):
                 if value is not None:
@@ -76,14 +79,19 @@ class TranslationCache:
             self._keep(key, value)
         if self.redis is not None:
             try:
-                async with self.redis.pipeline(transaction=False) as pipe:
-                    for key, value in encoded.items():
-                        pipe.set(PREFIX + key, value, ex=self.ttl)
-                    await pipe.execute()
-            except Exception as exc:
-                log.warning("redis cache unavailable: %s", exc)
+                await self.dependency.call(lambda: self._store(encoded))
+            except Unavailable:
+                pass
+
+    async def _store(self, encoded: dict[str, bytes]) -> None:
+        """Write entries to Redis in one round trip."""
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for key, value in encoded.items():
+                pipe.set(PREFIX + key, value, ex=self.ttl)
+            await pipe.execute()
 
     async def close(self) -> None:
         """Close the Redis connections."""
         if self.redis is not None:
+            self.dependency.close()
             await self.redis.aclose()

@@ -1,6 +1,9 @@
 """`python -m app` runs this launcher: one engine core process per model and `workers` HTTP worker processes on one
-listening socket. SIGTERM drains the workers, then stops the cores. If any of them dies, the launcher stops the
-rest and exits non-zero, so that its supervisor (Docker, Kubernetes, systemd) starts the server again."""
+listening socket. SIGTERM drains the workers, then stops the cores. A worker that dies is started again on the same
+socket (it holds no weights; connections wait in the socket's queue meanwhile, the other workers' requests go on), as
+gunicorn's arbiter does, unless it has died max_worker_deaths times within worker_death_window_seconds. That, or an
+engine core's death, stops the rest and exits non-zero, so that the supervisor (Docker, Kubernetes, systemd) starts
+the server again."""
 
 from __future__ import annotations
 
@@ -12,16 +15,20 @@ import signal
 import socket
 import sys
 import tempfile
-from dataclasses import dataclass
+import time
+from collections import deque
+from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from multiprocessing.context import SpawnProcess
 from pathlib import Path
+
+from prometheus_client import multiprocess
 
 from app.children import engine_core, http_worker
 from app.settings import BUILTIN, Settings
 
 log = logging.getLogger("mt.launcher")
-CHILD_DIED = 1  # exit code when an engine core or an HTTP worker ended by itself
+CHILD_DIED = 1  # exit code when an engine core, or an HTTP worker too often, ended by itself
 spawn = multiprocessing.get_context("spawn")  # children start clean: no copy of this process's threads or torch
 
 
@@ -33,6 +40,7 @@ class Child:
     role: str
     process: SpawnProcess
     pipe: Connection
+    deaths: deque[float] = field(default_factory=deque)  # when the ones before it in its place died (monotonic)
 
     def last_words(self) -> str:
         """Why it exited: what it sent, else its exit code."""
@@ -90,24 +98,27 @@ def start(role: str, target, *args) -> Child:
 
 
 class Launcher:
-    """Starts the children, forwards SIGTERM/SIGINT to the workers, and watches that nothing dies."""
+    """Starts the children, forwards SIGTERM/SIGINT to the workers, replaces dead workers, and stops everything when
+    an engine core dies."""
 
     def __init__(self, settings: Settings, run_dir: Path):
         self.settings, self.received, self.fatal = settings, None, ""
         specs = settings.models or [str(BUILTIN)]
-        addresses = [f"ipc://{run_dir}/core-{i}.sock" for i in range(len(specs))]
-        config = settings.model_dump()
+        self.addresses = [f"ipc://{run_dir}/core-{i}.sock" for i in range(len(specs))]
+        self.config = settings.model_dump()
         self.cores = [
-            start(f"engine core {i} ({spec})", engine_core, spec, config, address)
-            for i, (spec, address) in enumerate(zip(specs, addresses, strict=True))
+            start(f"engine core {i} ({spec})", engine_core, spec, self.config, address)
+            for i, (spec, address) in enumerate(zip(specs, self.addresses, strict=True))
         ]
-        self.workers = []
-        for i, sock in enumerate(listen(settings.host, settings.port, settings.workers)):
-            self.workers.append(start(f"http worker {i}", http_worker, config, addresses, sock))
-            sock.close()  # the worker holds its own copy
+        self.sockets = listen(settings.host, settings.port, settings.workers)  # kept for the workers' replacements
+        self.workers = [self._worker(i, replacement=False) for i in range(settings.workers)]
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, self._on_signal)
         self.wakeup = wakeup_pipe()  # run() wakes at once on a signal, not at its next poll
+
+    def _worker(self, i: int, replacement: bool) -> Child:
+        """Start HTTP worker i on its socket."""
+        return start(f"http worker {i}", http_worker, self.config, self.addresses, self.sockets[i], replacement)
 
     def _on_signal(self, sig: int, frame) -> None:
         self.received = sig
@@ -117,20 +128,48 @@ class Launcher:
         return self.cores + self.workers
 
     def run(self) -> int:
-        """Watch the children until a signal (drain, exit 0) or a death (stop the rest, exit non-zero)."""
+        """Watch the children until a signal (drain, exit 0) or a fatal death (stop the rest, exit non-zero); replace
+        the workers that die meanwhile."""
         while True:
             wait([self.wakeup, *(c.process.sentinel for c in self.children)], timeout=0.2)
             if self.received is not None:
                 return self.stop(self.received)
-            dead = next((c for c in self.children if c.process.exitcode is not None), None)
+            dead = next((c for c in self.cores if c.process.exitcode is not None), None)
             if dead is not None:
                 self.fatal = dead.last_words()
                 log.error("%s exited with code %s: stopping the server", dead.role, dead.process.exitcode)
+            for i, worker in enumerate(self.workers):
+                if worker.process.exitcode is not None and not self.fatal:
+                    self.replace(i)
+            if self.fatal:
                 self.stop(signal.SIGTERM)
                 return CHILD_DIED
 
+    def replace(self, i: int) -> None:
+        """Start dead worker i again, unless this is its max_worker_deaths-th death within the window (then `fatal`
+        says why)."""
+        dead, now = self.workers[i], time.monotonic()
+        why, window = dead.last_words(), self.settings.worker_death_window_seconds
+        multiprocess.mark_process_dead(dead.process.pid)  # its live gauges leave /metrics
+        dead.pipe.close()
+        deaths = dead.deaths
+        deaths.append(now)
+        while now - deaths[0] > window:
+            deaths.popleft()
+        if len(deaths) >= self.settings.max_worker_deaths:
+            self.fatal = f"{dead.role} died {len(deaths)} times within {window:g}s (last: {why})"
+            log.error("%s: stopping the server", self.fatal)
+            return
+        log.error("%s (pid %d) died (%s): starting it again (%d of %d deaths within %gs)", dead.role,
+                  dead.process.pid, why, len(deaths), self.settings.max_worker_deaths, window)  # fmt: skip
+        self.workers[i] = self._worker(i, replacement=True)
+        self.workers[i].deaths = deaths
+
     def stop(self, sig: int) -> int:
-        """Workers first (SIGTERM: they drain their in-flight requests), then the engine cores."""
+        """Workers first (SIGTERM: they drain their in-flight requests), then the engine cores. The launcher's copies
+        of the listening sockets close first, so that once the workers close theirs new connections are refused."""
+        for sock in self.sockets:
+            sock.close()
         for w in self.workers:
             w.signal(sig)
         for w in self.workers:

@@ -1,4 +1,5 @@
-"""The FastAPI app: lifespan loads models in the background; errors are JSON; bodies are size-limited."""
+"""The FastAPI app: lifespan loads models in the background; errors are JSON; bodies are size-limited; a client that
+stops reading is dropped (app.write_timeout)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from app.api.deps import dialect
 from app.errors import ApiError, Dialects
 from app.service import Service
 from app.settings import Settings
+from app.write_timeout import WriteTimeout
 
 log = logging.getLogger("mt")
 
@@ -89,6 +91,8 @@ def create_app(settings: Settings | None = None, service: Service | None = None)
     named = f"max_file_bytes={settings.max_file_bytes} (+{form} bytes of form fields)"
     paths = {path: (settings.max_file_bytes + form, named) for path in ("/translate_file", "/v2/document")}
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes, on_error=count_failure, paths=paths, dialects=dialects)
+    abort = lambda scope: service.abort_connection(scope)  # noqa: E731  (set by the worker once its server exists)
+    app.add_middleware(WriteTimeout, timeout=settings.write_timeout_seconds, abort=abort, on_error=count_failure)
     schemas = {**translate.body_schemas(), **detect.body_schemas(), **deepl.body_schemas()}
     app.openapi = with_schemas(app.openapi, schemas)
     return app

@@ -15,10 +15,11 @@ BATCH = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 
 ERROR_TYPES = (
     "unsupported_language", "payload_too_large", "validation", "overloaded", "not_ready", "generation", "forbidden",
-    "rate_limited",
+    "rate_limited", "unavailable", "insufficient_storage", "stalled_client",
 )  # fmt: skip
 DIALECTS = ("libretranslate", "deepl")  # the APIs the server speaks (mt_api_requests_total's label)
 FINISH_REASONS = ("eos", "length", "aborted")
+DEPENDENCIES = ("key_store", "cache", "glossary_store", "document_store")  # app.dependency: what requests need
 LIMIT_REASONS = ("missing_key", "invalid_key", "req_limit", "char_limit", "daily_char_limit", "batch_limit")
 
 disable_created_metrics()  # no extra *_created gauges beside the contract's series
@@ -55,12 +56,21 @@ class Metrics:
         self.api_requests = Counter("mt_api_requests", "Requests per API dialect", ["dialect"], registry=r)
         self.cache_hits = Counter("mt_cache_hits", "Texts answered from the translation cache", registry=r)
         self.cache_misses = Counter("mt_cache_misses", "Cacheable texts the engine translated", registry=r)
+        # 1 while every live HTTP worker can reach the dependency (the lowest of theirs)
+        self.dependency_up = Gauge("mt_dependency_up", "Dependency reachable", ["dependency"], registry=r,
+                                   multiprocess_mode="livemin")  # fmt: skip
+        self.dependency_errors = Counter(
+            "mt_dependency_errors", "Failed calls and probes of a dependency", ["dependency"], registry=r
+        )
+        self.worker_restarts = Counter("mt_worker_restarts", "HTTP workers started again after dying", registry=r)
         for kind in ERROR_TYPES:  # known series exist from the start, at 0
             self.failures.labels(kind)
         for reason in LIMIT_REASONS:
             self.limit_rejections.labels(reason)
         for name in DIALECTS:
             self.api_requests.labels(name)
+        for name in DEPENDENCIES:
+            self.dependency_errors.labels(name)
 
     def add_model(self, name: str) -> None:
         """Start a model's request counters at 0."""

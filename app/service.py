@@ -6,6 +6,7 @@ import asyncio
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from app.cache import TranslationCache
@@ -55,7 +56,9 @@ class Service:
         self.detector = Detector()
         self.limiter = Limiter(settings, self.metrics)
         self.cache = TranslationCache(settings, self.metrics)
-        self.glossaries = Glossaries(settings)
+        self.glossaries = Glossaries(settings, self.metrics)
+        self.documents = None  # the store of translated files (app.documents.store), made by its first user
+        self.abort_connection: Callable[[dict], None] = lambda scope: None  # the HTTP server's (app.worker)
 
     async def start(self) -> None:
         """Connect to every engine core (they may still be loading); load the language detector meanwhile."""
@@ -64,6 +67,8 @@ class Service:
 
     async def stop(self) -> None:
         """Close the connections."""
+        if self.documents is not None:
+            self.documents.dependency.close()
         await asyncio.gather(*(c.close() for c in self.clients), self.limiter.close(), self.cache.close(),
                              self.glossaries.close())  # fmt: skip
 
@@ -88,14 +93,22 @@ class Service:
         return None
 
     def readiness(self) -> tuple[bool, str]:
-        """(ready, reason): loaded, warmed up, every engine core alive and not draining."""
+        """(ready, reason): loaded, warmed up, every engine core alive, not draining, and the key store (that every
+        request needs when keys or limits are on) up."""
         if (why := self.broken()) is not None:
             return False, why
         if not self.loaded:
             return False, "loading models"
         if self.draining:
             return False, "draining"
+        if self.limiter.active and not (keys := self.limiter.dependency).up:
+            return False, f"{keys.label} unavailable ({keys.outage})"
         return True, "ready"
+
+    async def check_dependencies(self) -> None:
+        """Probe the dependencies that readiness depends on, if they have not answered for a second."""
+        if self.limiter.active:
+            await self.limiter.dependency.refresh()
 
     def require_ready(self) -> None:
         """Raise 503 not_ready unless the service accepts work."""

@@ -63,6 +63,15 @@ class Settings(BaseSettings):
     max_beam_size: int = Field(8, ge=1)
     max_body_bytes: int = Field(1_000_000, ge=1)
     drain_seconds: float = Field(30.0, ge=0)
+    max_worker_deaths: int = Field(
+        5, ge=1, description="an HTTP worker that dies this many times within worker_death_window_seconds stops the "
+        "server (exit 1); the launcher starts it again after fewer deaths (1: any death stops the server)"
+    )  # fmt: skip
+    worker_death_window_seconds: float = Field(60.0, gt=0, description="the window of max_worker_deaths")
+    write_timeout_seconds: float = Field(
+        30.0, gt=0, description="a response whose client takes none of its data for this long is aborted: its "
+        "connection closed, its engine rows out of the batch (a client that stopped reading a stream)"
+    )  # fmt: skip
     keepalive_seconds: float = Field(15.0, gt=0)
     warmup_rounds: int = Field(2, ge=0)
     cuda_graphs: bool = Field(True, description="CUDA: replay the static-shape decode step as CUDA graphs")
@@ -73,6 +82,10 @@ class Settings(BaseSettings):
     api_keys: bool = Field(False, description="require an API key (python -m app keys add) to translate or detect")
     keys_db: str = Field("mt-data/keys.sqlite", description="SQLite file of keys and limit counters (no redis_url)")
     redis_url: str | None = Field(None, description="redis://host:port/db: keys, limit counters and the cache")
+    store_timeout_seconds: float = Field(
+        2.0, gt=0, description="budget of each call to the key, glossary, cache or document store (Redis or SQLite, "
+        "whose busy timeout it is too): past it the request gets 503 unavailable (the cache: a miss)"
+    )  # fmt: skip
     req_limit: int = Field(-1, ge=-1, description="requests per minute per key (per client address without keys)")
     char_limit: int = Field(-1, ge=-1, description="characters per request (all texts of q); -1: no limit")
     daily_char_limit: int = Field(-1, ge=-1, description="characters per UTC day per key or client address")

@@ -27,6 +27,15 @@ class DrainingServer(uvicorn.Server):
         super().__init__(config)
         self.service, self.parent = service, parent
         self.draining = False
+        service.abort_connection = self.abort_connection
+
+    def abort_connection(self, scope: dict) -> None:
+        """Close the connection serving a request at once, dropping what it has not sent (app.write_timeout: a
+        client that stopped reading; uvicorn's own close would wait for it to read the buffered data first)."""
+        for protocol in list(self.server_state.connections):
+            cycle = getattr(protocol, "cycle", None)
+            if cycle is not None and cycle.scope is scope:
+                protocol.transport.abort()
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets)
@@ -54,11 +63,14 @@ class DrainingServer(uvicorn.Server):
         threading.Thread(target=drain, name="drain", daemon=True).start()
 
 
-def worker_main(settings: dict, cores: list[str], sock: socket.socket, parent: Connection) -> None:
-    """A spawned HTTP worker: the app, connected to every engine core, on the shared listening socket."""
+def worker_main(settings: dict, cores: list[str], sock: socket.socket, replacement: bool, parent: Connection) -> None:
+    """A spawned HTTP worker: the app, connected to every engine core, on the shared listening socket; a
+    replacement of a worker that died counts in mt_worker_restarts_total."""
     s = Settings(**settings)
     logging.basicConfig(level=s.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     app = create_app(s, Service(s, cores))
+    if replacement:
+        app.state.service.metrics.worker_restarts.inc()
     config = uvicorn.Config(
         app,
         log_level=s.log_level,

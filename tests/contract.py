@@ -10,7 +10,8 @@ HISTOGRAMS = (
     "mt_request_input_tokens",
     "mt_request_generated_tokens",
 )
-GAUGES = ("mt_requests_running", "mt_requests_waiting", "mt_cache_tokens")
+LOAD_GAUGES = ("mt_requests_running", "mt_requests_waiting", "mt_cache_tokens")  # the engines' load
+GAUGES = (*LOAD_GAUGES, "mt_dependency_up")
 COUNTERS = (
     "mt_requests_total",
     "mt_request_failures_total",
@@ -20,4 +21,6 @@ COUNTERS = (
     "mt_cache_hits_total",
     "mt_cache_misses_total",
     "mt_api_requests_total",  # requests per API dialect (LibreTranslate, DeepL)
+    "mt_dependency_errors_total",  # failed calls and probes of the key, glossary, cache and document stores
+    "mt_worker_restarts_total",  # HTTP workers the launcher started again
 )

@@ -41,9 +41,11 @@ class FileRequest(BaseModel):
 
 
 def store(service: Service) -> FileStore:
-    """The service's store of translated files."""
-    s = service.settings
-    return FileStore(s.files_dir, s.file_ttl_seconds)
+    """The service's store of translated files (made on first use; its outages count in the service's metrics)."""
+    if service.documents is None:
+        s = service.settings
+        service.documents = FileStore(s.files_dir, s.file_ttl_seconds, service.metrics, s.store_timeout_seconds)
+    return service.documents
 
 
 async def read_upload(request: Request, service: Service) -> tuple[FileRequest, str, bytes]:
@@ -96,13 +98,15 @@ async def translate_file(request: Request, service: ServiceDep):
     client = request.client.host if request.client else "unknown"
     await service.limiter.limits_for(fields.api_key, client)  # a missing or invalid key is refused before parsing
     service.require_ready()
+    direct = fields.direct or wants(request, "application/octet-stream")
+    if not direct:
+        store(service).ready()  # 507/503 before translating a file that could not be stored
     doc, media_type = await asyncio.to_thread(open_document, filename, data, s, fields.target)
     check_limits(doc, s)
     await service.limiter.admit(fields.api_key, client, ["".join(seg.text for seg in doc.segments)])
     sample = " ".join(seg.text for seg in doc.segments)[:DETECT_CHARS] or "-"
     terms = await request_terms(service, request, fields.model_dump())
     rounds = Rounds(plan_route(service, Ask(fields.source, fields.target, glossary=terms), [sample]), s)
-    direct = fields.direct or wants(request, "application/octet-stream")
     job = FileJob(fields, filename, doc, rounds, direct)
     task = asyncio.create_task(job.finish(service, str(request.base_url)))
     if wants(request, "text/event-stream") and not direct:
@@ -139,7 +143,7 @@ class FileJob:
             details["glossary"] = self.rounds.glossary_report()
         if self.direct:
             return {"file": out, "details": details}
-        name = await asyncio.to_thread(store(service).put, out, self.filename, self.fields.api_key)
+        name = await store(service).save(out, self.filename, self.fields.api_key)
         answer = {"translatedFileUrl": f"{base_url}download_file/{name}", "details": details}
         if route.detected is not None:
             answer["detectedLanguage"] = route.detected
@@ -189,6 +193,7 @@ class ProgressStream(StreamingResponse):
         finally:
             self.task.cancel()
             self.service.inflight -= 1
+            await self.body_iterator.aclose()  # a write that failed left it at a yield (app.write_timeout)
 
 
 @router.get("/download_file/{name}", responses=ERRORS)

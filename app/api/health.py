@@ -32,7 +32,9 @@ async def live(service: ServiceDep) -> JSONResponse:
 
 @router.get("/ready")
 async def ready(service: ServiceDep) -> JSONResponse:
-    """200 only when every model is loaded and warmed up and its engine is alive; 503 otherwise."""
+    """200 only when every model is loaded and warmed up, its engine is alive, and the key store answers (when keys
+    or limits are on); 503 otherwise."""
+    await service.check_dependencies()
     ok, reason = service.readiness()
     if ok:
         return JSONResponse({"status": "ready"})

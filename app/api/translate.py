@@ -210,6 +210,7 @@ class JobStream(StreamingResponse):
         finally:
             self.job.abort()
             self.service.inflight -= 1
+            await self.body_iterator.aclose()  # a write that failed left it at a yield (app.write_timeout)
 
 
 def event(name: str, data: dict) -> str:

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import msgspec
-import redis.asyncio as aioredis
 
+from app import redis_client
 from app.glossaries.records import Glossary
 
 PREFIX = "mt:glossary:"
@@ -17,8 +17,8 @@ def _owned(owner: str) -> str:
 class RedisGlossaries:
     """The GlossaryStore over one Redis connection pool."""
 
-    def __init__(self, url: str):
-        self.redis = aioredis.Redis.from_url(url)
+    def __init__(self, url: str, timeout: float = 30.0):
+        self.redis = redis_client.connect(url, timeout)
 
     async def add(self, glossary: Glossary) -> None:
         g = glossary
@@ -50,6 +50,9 @@ class RedisGlossaries:
             pipe.srem(_owned(owner), glossary_id)
             await pipe.execute()
         return True
+
+    async def probe(self) -> None:
+        await redis_client.probe(self.redis)
 
     async def close(self) -> None:
         await self.redis.aclose()

@@ -1,12 +1,15 @@
 """Where glossaries are kept: the protocol every store follows, and the store the settings name (Redis when
-redis_url is set, else the SQLite file of keys_db, beside the keys)."""
+redis_url is set, else the SQLite file of keys_db, beside the keys). While the store is down (app.dependency), a
+request that names a stored glossary, or manages one, gets 503 `unavailable`; the others never call it."""
 
 from __future__ import annotations
 
 from typing import Protocol
 
+from app.dependency import Guarded
 from app.glossaries.entries import Limits
 from app.glossaries.records import Glossary
+from app.metrics import Metrics
 from app.settings import Settings
 
 
@@ -25,6 +28,9 @@ class GlossaryStore(Protocol):
     async def delete(self, glossary_id: str, owner: str) -> bool:
         """Delete the owner's glossary; False when the owner has none with this id."""
 
+    async def probe(self) -> None:
+        """A small write (the dependency's health check)."""
+
     async def close(self) -> None:
         """Release connections."""
 
@@ -34,29 +40,23 @@ def open_store(settings: Settings) -> GlossaryStore:
     if settings.redis_url:
         from app.glossaries.redis_store import RedisGlossaries
 
-        return RedisGlossaries(settings.redis_url)
+        return RedisGlossaries(settings.redis_url, settings.store_timeout_seconds)
     from app.glossaries.sqlite_store import SqliteGlossaries
 
-    return SqliteGlossaries(settings.keys_db)
+    return SqliteGlossaries(settings.keys_db, 0.9 * settings.store_timeout_seconds)
 
 
 class Glossaries:
-    """The service's glossaries: the limits, and the store (opened on first use, in the worker process using it)."""
+    """The service's glossaries: the limits, and the store (opened on first use, in the worker process using it;
+    every call within the store's budget)."""
 
-    def __init__(self, settings: Settings):
+    def __init__(self, settings: Settings, metrics: Metrics):
         self.settings = settings
         self.limits = Limits(settings.glossary_max_entries, settings.glossary_max_entry_bytes,
                              settings.glossary_max_bytes)  # fmt: skip
-        self._store: GlossaryStore | None = None
-
-    @property
-    def store(self) -> GlossaryStore:
-        """The store, opened on first use."""
-        if self._store is None:
-            self._store = open_store(self.settings)
-        return self._store
+        self.store: GlossaryStore = Guarded("glossary_store", lambda: open_store(settings), metrics,
+                                            settings.store_timeout_seconds)  # fmt: skip
 
     async def close(self) -> None:
         """Close the store if it was opened."""
-        if self._store is not None:
-            await self._store.close()
+        await self.store.close()

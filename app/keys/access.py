@@ -1,10 +1,12 @@
 """Admission of a request: its API key (when keys are required) and its limits, checked and counted at once in the
-store (the routes' FastAPI dependency is app.api.deps.Admitted)."""
+store (the routes' FastAPI dependency is app.api.deps.Admitted). The store fails closed: while it cannot answer within
+its budget, every limited request gets 503 `unavailable` with Retry-After (app.dependency), never a pass unchecked."""
 
 from __future__ import annotations
 
 from cachetools import TTLCache
 
+from app.dependency import Guarded
 from app.errors import ApiError
 from app.keys.records import LIMITS, KeyRecord
 from app.metrics import Metrics
@@ -12,14 +14,15 @@ from app.settings import Settings
 
 
 def open_store(settings: Settings):
-    """The store the settings name: Redis when redis_url is set, else the SQLite file keys_db."""
+    """The store the settings name: Redis when redis_url is set, else the SQLite file keys_db (its busy timeout a
+    little under the budget, so that a lock held too long is reported as such)."""
     if settings.redis_url:
         from app.keys.redis_store import RedisStore
 
-        return RedisStore(settings.redis_url)
+        return RedisStore(settings.redis_url, settings.store_timeout_seconds)
     from app.keys.sqlite_store import SqliteStore
 
-    return SqliteStore(settings.keys_db)
+    return SqliteStore(settings.keys_db, 0.9 * settings.store_timeout_seconds)
 
 
 RECORD_TTL_S = 1.0  # a worker reuses a key's record this long: a revocation or a new limit applies within a second
@@ -33,15 +36,9 @@ class Limiter:
         self.settings, self.metrics = settings, metrics
         self.defaults = {k: getattr(settings, k) for k in LIMITS}
         self.active = settings.api_keys or any(v >= 0 for v in self.defaults.values())
-        self._store = None
+        self.store = Guarded("key_store", lambda: open_store(settings), metrics, settings.store_timeout_seconds)
+        self.dependency = self.store.dependency
         self.records: TTLCache[str, KeyRecord] = TTLCache(maxsize=10_000, ttl=RECORD_TTL_S)
-
-    @property
-    def store(self):
-        """The key store, opened on first use (in the worker process that uses it)."""
-        if self._store is None:
-            self._store = open_store(self.settings)
-        return self._store
 
     def _refuse(self, reason: str, status: int, error_type: str, message: str, headers: dict | None = None):
         self.metrics.limit_rejections.labels(reason).inc()
@@ -93,5 +90,4 @@ class Limiter:
 
     async def close(self) -> None:
         """Close the store if it was opened."""
-        if self._store is not None:
-            await self._store.close()
+        await self.store.close()

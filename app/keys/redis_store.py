@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import time
 
-import redis.asyncio as aioredis
-
+from app import redis_client
 from app.keys.records import LIMITS, WINDOW_S, KeyRecord, Refusal, key_hash, seconds_to_midnight, utc_day
 
 PREFIX = "mt:"
@@ -36,8 +35,8 @@ def _limit(value: bytes | None) -> int | None:
 class RedisStore:
     """The same operations as SqliteStore, over one Redis connection pool."""
 
-    def __init__(self, url: str):
-        self.redis = aioredis.Redis.from_url(url)
+    def __init__(self, url: str, timeout: float = 30.0):
+        self.redis = redis_client.connect(url, timeout)
         self.script = self.redis.register_script(CONSUME)
 
     def _keys(self, subject: str, day: str) -> list[str]:
@@ -105,6 +104,10 @@ class RedisStore:
         t = await self.redis.hgetall(totals)
         return {"requests_last_minute": minute, "chars_today": chars,
                 "requests_total": int(t.get(b"requests", 0)), "chars_total": int(t.get(b"chars", 0))}  # fmt: skip
+
+    async def probe(self) -> None:
+        """A small write (the dependency's health check)."""
+        await redis_client.probe(self.redis)
 
     async def close(self) -> None:
         """Close the connections."""

@@ -15,6 +15,7 @@ from pathlib import Path
 import httpx
 
 from app.keys.records import KeyRecord
+from app.keys.redis_store import RedisStore
 from app.keys.sqlite_store import SqliteStore
 from bench.harness.client import HTTP
 from bench.harness.procs import children, has_torch, is_python_child
@@ -99,23 +100,19 @@ def stop_all(servers: list[ServerProcess]) -> list[int]:
 
 
 class RedisServer:
-    """Debian's redis-server on a free loopback port, its files in a temporary directory, nothing saved."""
+    """Debian's redis-server on a free loopback port, its files in a temporary directory: nothing saved, or (durable)
+    every write in its append-only file, so that its data outlives a kill -9 and a restart. Faults on demand: kill,
+    restart on the same port, pause (SIGSTOP: connections are accepted, nothing answers) and resume."""
 
-    def __init__(self, workdir: Path):
-        self.port = free_port()
+    def __init__(self, workdir: Path, durable: bool = False):
+        self.port, self.workdir, self.durable = free_port(), workdir, durable
         self.url = f"redis://127.0.0.1:{self.port}/0"
-        args = [
-            "--port",
-            str(self.port),
-            "--bind",
-            "127.0.0.1",
-            "--dir",
-            str(workdir),
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-        ]
+        self.start()
+
+    def start(self) -> None:
+        """Start it (again) and wait until it accepts connections."""
+        keep = ("--appendonly", "yes", "--appendfsync", "always") if self.durable else ("--appendonly", "no")
+        args = ["--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.workdir), "--save", "", *keep]
         self.proc = subprocess.Popen(["redis-server", *args], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 10
         while True:
@@ -125,10 +122,24 @@ class RedisServer:
             except OSError:
                 if time.monotonic() > deadline or self.proc.poll() is not None:
                     raise RuntimeError("redis-server did not start") from None
-                time.sleep(0.05)
+                time.sleep(0.02)
+
+    def kill(self) -> None:
+        """kill -9, and wait until it is gone."""
+        self.proc.kill()
+        self.proc.wait()
+
+    def pause(self) -> None:
+        """SIGSTOP: the kernel still accepts connections, Redis answers nothing."""
+        self.proc.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """SIGCONT."""
+        self.proc.send_signal(signal.SIGCONT)
 
     def stop(self) -> None:
         """Stop it (SIGTERM, then kill)."""
+        self.resume()
         self.proc.terminate()
         try:
             self.proc.wait(10)
@@ -137,11 +148,12 @@ class RedisServer:
             self.proc.wait()
 
 
-def add_keys(db: Path, keys: dict[str, dict]) -> Path:
-    """Store API keys (key -> limit overrides) in a SQLite key file, as `python -m app keys add` does."""
+def add_keys(db: Path | str, keys: dict[str, dict]) -> Path | str:
+    """Store API keys (key -> limit overrides) in a SQLite key file, or in Redis given its URL, as `python -m app keys
+    add` does."""
 
     async def add() -> None:
-        store = SqliteStore(db)
+        store = RedisStore(db) if str(db).startswith("redis://") else SqliteStore(db)
         for key, limits in keys.items():
             await store.add(key, KeyRecord(f"name-{key}", limits))
         await store.close()

@@ -13,10 +13,10 @@ import httpx
 from bench.harness.client import HTTP, metrics, value
 from tests import contract
 from tests.app.helpers import LONG, body, ok, wait_for
-from tests.contract import GAUGES, HISTOGRAMS
+from tests.contract import GAUGES, HISTOGRAMS, LOAD_GAUGES
 
 COUNTERS = [name.removesuffix("_total") for name in contract.COUNTERS]  # family names
-LABELS = {"model", "phase", "finish_reason", "error_type", "reason", "dialect", "le"}
+LABELS = {"model", "phase", "finish_reason", "error_type", "reason", "dialect", "dependency", "le"}
 TEXTS = ["the cat sleeps", "a big red dog runs in the city", "hello world", "good night"]
 
 
@@ -111,11 +111,11 @@ def test_gauges_follow_the_load(server):
     job = body([f"the dog {i} runs" for i in range(32)], parameters=LONG)
     with ThreadPoolExecutor(1) as pool:
         future = pool.submit(httpx.post, server.url + "/translate", json=job, timeout=120)
-        seen = {g: 0.0 for g in GAUGES}
+        seen = {g: 0.0 for g in LOAD_GAUGES}
 
         def busy() -> bool:
             m = metrics(server.url)
-            for g in GAUGES:
+            for g in LOAD_GAUGES:
                 seen[g] = max(seen[g], value(m, g))
             return all(seen.values())
 
@@ -125,7 +125,7 @@ def test_gauges_follow_the_load(server):
 
     def idle() -> bool:
         m = metrics(server.url)
-        return all(value(m, g) == 0 for g in GAUGES)
+        return all(value(m, g) == 0 for g in LOAD_GAUGES)
 
     wait_for(idle, timeout=10)
 

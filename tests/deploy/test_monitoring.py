@@ -33,6 +33,8 @@ METRIC_LABELS = {
     "mt_step_duration_seconds": {"phase"},
     "mt_limit_rejections_total": {"reason"},
     "mt_api_requests_total": {"dialect"},
+    "mt_dependency_up": {"dependency"},
+    "mt_dependency_errors_total": {"dependency"},
 }
 SCRAPE_LABELS = {"instance", "job", "le", "namespace", "pod"}
 

@@ -49,7 +49,7 @@ def test_sqlite_calls_run_off_the_event_loop(tmp_path):
     s = SqliteGlossaries(tmp_path / "keys.sqlite")
 
     async def run():
-        s.opened.result()
+        await s.probe()  # opens the connection
         s.db = _Spy(s.db, seen)
         await s.list("")
         await s.close()
