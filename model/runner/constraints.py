@@ -119,6 +119,13 @@ class Constraints:
         budget = budget.masked_fill((peak == last) & (self.matched == 0) & ~(waiting & reached), 0)  # the end: passed
         return Constraints(self.tokens, self.length, self.matched, self.met, self.span, budget, self.fresh)
 
+    def ended(self, ends: Tensor) -> Constraints:
+        """These rows where the model's own next token `ends` (N,) bool is EOS: every placed term not under way has
+        passed there (it would only come after the sentence)."""
+        passed = self.placed & ends[:, None] & (self.matched == 0) & ~self.met
+        budget = self.budget.masked_fill(passed, 0)
+        return Constraints(self.tokens, self.length, self.matched, self.met, self.span, budget, self.fresh)
+
     def select(self, rows: Tensor) -> Constraints:
         """Rows `rows` (old indices, in their new order)."""
         return Constraints(*(x.index_select(0, rows) for x in self.fields()))

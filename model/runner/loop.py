@@ -214,7 +214,8 @@ def work(plan: Plan, refs: tuple[Tensor, Tensor, Tensor], args: tuple) -> tuple:
     steps = positions - 1  # (N,) steps each row had launched before this one
     scores, logprobs = _process(logits.float(), cfg, table, steps, search.history, forced)
     if cons is not None:
-        cons = cons.opened(align) if align is not None else cons
+        if align is not None:  # placed terms: where the decoder looks, and whether it would end the sentence here
+            cons = cons.opened(align).ended(scores.argmax(1) == cfg.eos_id)
         scores[:, cfg.eos_id].masked_fill_(cons.unmet(), float("-inf"))  # no EOS before every constraint is met
         if words is not None:  # a term just ended: the next token starts a word or is punctuation
             scores.masked_fill_(cons.fresh[:, None] & words.joins, float("-inf"))

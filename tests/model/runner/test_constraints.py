@@ -171,3 +171,14 @@ def test_placed_constraints_keep_every_oracle(model):
     assert [tokens(h) for h in generate(model, reqs, overlap=True, words=words)] == [tokens(h) for h in together]
     for r, got in zip(reqs, together, strict=True):
         assert tokens(generate(model, [r], words=words)[0]) == tokens(got)
+
+
+def test_a_term_not_under_way_passes_where_the_model_would_end_the_sentence():
+    # catches: a hypothesis whose window never opened kept from ending (it ran to the length limit: 0.43x at beam 4)
+    cons = _placed((2, 4))
+    ended = cons.ended(torch.tensor([True]))
+    assert ended.lost().tolist() == [[True]] and ended.unmet().tolist() == [False]
+    assert cons.ended(torch.tensor([False])).unmet().tolist() == [True]
+    under_way = Constraints.start([((5, 6),)], torch.device("cpu"), [((2, 4),)]).opened(torch.tensor([[0, 0, 1.0, 0]]))
+    under_way = under_way.extend(torch.tensor([0]), torch.tensor([5]))
+    assert under_way.ended(torch.tensor([True])).unmet().tolist() == [True]  # a term under way is finished first
