@@ -168,7 +168,7 @@ def test_failed_filter_fails_the_batch_and_the_core_goes_on(monkeypatch, checkpo
     core = make_core(checkpoint.model)
     ids = submit(core, checkpoint, TEXTS[:3], first=1, max_new_tokens=255, min_new_tokens=255)
     rounds(core, limit=2)
-    fail_once(monkeypatch, DecodeState, "keep")
+    fail_once(monkeypatch, DecodeState, "narrow")
     core.abort(b"front", [ids[0]])
     got = results(rounds(core))
     assert ids[0] not in got  # aborted: nothing to send
