@@ -66,7 +66,7 @@ class Plan:
             return self.params
         constraints, chars = self.glossary.constraints(unit)
         spans = self.route.entry.checkpoint.tokenizer.source_spans(unit, chars, lead=1)
-        spans = tuple((a + len(self.prefix), b + len(self.prefix)) for a, b in spans)
+        spans = tuple(tuple(k + len(self.prefix) for k in span) for span in spans)
         return self.params.constrained(constraints, most=self.glossary.max_constraints + 1, spans=spans)
 
     def keep(self, text: str) -> list[tuple[int, int]]:

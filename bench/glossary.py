@@ -143,22 +143,23 @@ def term_rate(answer: dict) -> tuple[int, int]:
 
 
 def spellable(model: Path, rows) -> set[str]:
-    """The targets the model's target vocabulary spells (decode(encode) gives them back): the others cannot appear."""
+    """The targets the model's vocabulary spells (as the server checks them): the others are refused (422)."""
     from model.loading.checkpoint import load
 
     tok = load(model).tokenizer
-    return {v for _, _, terms in rows for _, v in terms if tok.decode(tok.encode_target(v)).strip() == v}
+    return {v for _, _, terms in rows for _, v in terms if all(map(tok.spells, v))}
 
 
 def served(model: Path, rows, glossary: dict[str, str], workdir: Path) -> dict:
     """Outputs, chrF and term rates without and with the glossary, through a real server of `model` (the set's
-    terms counted where the model's vocabulary spells them)."""
+    terms counted, and sent, where the model's vocabulary spells them)."""
     spelled = spellable(model, rows)
     server = ServerProcess("--model", str(model), log=workdir / f"{model.name}.log").wait(timeout=300)
     try:
         texts, refs = [en for en, _, _ in rows], [ref for _, ref, _ in rows]
         out = {}
-        for name, g in (("without", None), ("with", glossary)):
+        writable = {w: v for w, v in glossary.items() if v in spelled}  # the server refuses the others by name
+        for name, g in (("without", None), ("with", writable)):
             start = time.perf_counter()
             answer = translate(server.url, texts, g)
             hyps = answer["translatedText"]
@@ -222,17 +223,20 @@ def cost(rows, rounds: int, beam: int) -> dict:
             "beam": beam}  # fmt: skip
 
 
-def term_outputs(rows: list[gq.Row], beam: int, workdir: Path) -> tuple[list[str], list[str]]:
-    """Through a real server of the built-in model (translation cache off): (outputs with the set's one glossary,
-    plain outputs) of the rows, in POSTs of 64 texts, greedy as the server's default or beam `beam` (raised where
-    terms need it): matching, do-not-translate spans, sentence splitting and placement as a user gets them."""
-    server = ServerProcess("--model", str(BUILTIN), "--no-cache", log=workdir / "quality.log").wait(timeout=300)
+def term_outputs(rows: list[gq.Row], beam: int, workdir: Path, url: str | None = None) -> tuple[list[str], list[str]]:
+    """Through a real server of the built-in model (translation cache off; or the one at `url`, e.g. another tree's):
+    (outputs with the set's one glossary, plain outputs) of the rows, in POSTs of 64 texts, greedy as the server's
+    default or beam `beam` (raised where terms need it): matching, do-not-translate spans, sentence splitting and
+    placement as a user gets them."""
+    server = None if url else ServerProcess("--model", str(BUILTIN), "--no-cache", log=workdir / "quality.log")
     try:
+        url = url or server.wait(timeout=300).url
         texts, glossary = [r.english for r in rows], gq.glossary(rows)
-        with_terms = translate(server.url, texts, glossary, beam=beam)["translatedText"]
-        return with_terms, translate(server.url, texts, None, beam=beam)["translatedText"]
+        with_terms = translate(url, texts, glossary, beam=beam)["translatedText"]
+        return with_terms, translate(url, texts, None, beam=beam)["translatedText"]
     finally:
-        server.stop()
+        if server is not None:
+            server.stop()
 
 
 def quality(args) -> int:
@@ -242,7 +246,7 @@ def quality(args) -> int:
     rows = gq.read(gq.EVAL if args.set == "eval" else gq.CHECK, None if split == "all" else split)
     start = time.perf_counter()
     args.workdir.mkdir(parents=True, exist_ok=True)
-    outputs, plain = term_outputs(rows, args.beam, args.workdir)
+    outputs, plain = term_outputs(rows, args.beam, args.workdir, args.url)
     seconds = time.perf_counter() - start
     summary = gq.evaluate(rows, outputs, plain)
     name = f"{args.set}/{split}, beam {args.beam}"
@@ -275,7 +279,7 @@ def render(info: dict, rows, builtin: dict, opus: dict, costs: list[dict], args)
         "- Term rate: the set's target appears in the output, exactly as written; 'matched' counts every entry the "
         "server matched in the texts (`details.glossary`), applied when its target is in the output.", "",
         f"- The OPUS-MT-shaped model's vocabulary cannot spell {opus['with']['unspelled']} of the terms (accented "
-        "letters): they are left out of its rate (no decoder can write them).", "",
+        "letters): they are left out of its glossary and its rate (the server refuses a target it cannot write).", "",
         "| model | glossary | set's terms in the output | matched entries applied | chrF | seconds |",
         "|---|---|---|---|---|---|",
     ]
@@ -313,6 +317,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--set", choices=["eval", "check"], default="eval", help="quality: which set (eval)")
     p.add_argument("--split", default=None, help="quality: dev, test, check or all (test; check for the check set)")
     p.add_argument("--samples", type=int, default=20, help="quality: sample outputs printed (20)")
+    p.add_argument("--url", help="quality: a running server to measure (another tree's) instead of starting one")
     p.add_argument("--candidates", type=int, default=1500, help="pairs tried when building (1500)")
     p.add_argument("--sentences", type=int, default=240, help="sentences in the set when building (240)")
     p.add_argument("--rounds", type=int, default=4, help="rounds of the cost measurement (4)")

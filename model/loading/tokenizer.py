@@ -70,9 +70,10 @@ class Tokenizer:
             pieces = [sp.id_to_piece(i) if i < n and not sp.is_control(i) else "" for i in range(size)]
         return ["" if i in self.specials else p for i, p in enumerate(pieces)]
 
-    def source_spans(self, text: str, spans: list[tuple[int, int]], lead: int = 0) -> list[tuple[int, int]]:
-        """The source tokens [start, end) of `encode(text)` that cover each character span [start, end) of `text`,
-        from `lead` words before it (a glossary term's window opens where the decoder reaches the word before it)."""
+    def source_spans(self, text: str, spans: list[tuple[int, int]], lead: int = 0) -> list[tuple[int, int, int]]:
+        """For each character span [start, end) of `text`: the first of `encode(text)`'s tokens from `lead` words
+        before it (a glossary term's window opens where the decoder reaches the word before it), and the tokens
+        [start, end) that cover the span itself."""
         proto = self.source.encode(text, return_type="proto")
         pieces = proto.pieces
         offset = len(self.encode(text)) - 1 - len(pieces)  # a leading target-language code (Marian)
@@ -83,7 +84,7 @@ class Tokenizer:
             inside = [k for k, p in enumerate(pieces) if p.begin < b and p.end > a] or [0]
             before = [k for k in starts if k <= inside[0]]
             first = before[max(0, len(before) - 1 - lead)] if before else inside[0]
-            out.append((offset + first, offset + inside[-1] + 1))
+            out.append((offset + first, offset + inside[0], offset + inside[-1] + 1))
         return out
 
     def spells(self, char: str) -> bool:

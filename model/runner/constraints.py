@@ -10,11 +10,13 @@ bank, from the fullest, then the second best of every bank, and so on. EOS waits
 still be met is met.
 
 Placed by alignment (Hasler et al. 2018; Chen et al. 2021): a constraint with a source span (the source tokens of the
-glossary term it translates) opens its window when the decoder's alignment (its cross-attention while it predicts the
-next token, `ModelConfig.alignment`) reaches that span; the term may start only within the WINDOW_WORDS words from
-there, and a hypothesis that lets them pass without it has lost it (it may end, ranked below every hypothesis that
-met all). Whole words: a term starts where a word starts (its first token is a word-initial piece) and the token after
-its last one does not continue that word."""
+glossary term it translates, and of the word before it) opens its window when the decoder's alignment (its
+cross-attention while it predicts the next token, `ModelConfig.alignment`) reaches that span; the term may start only
+within the WINDOW_WORDS words from there, and a hypothesis that lets them pass without it, or writes another word
+while it looks at the term's own source words (its own word for the term), has lost it (it may end, ranked below
+every hypothesis that met all); so has one that would end the sentence first. Whole words: a term starts where a
+word starts (its first token is a word-initial piece) and the token after its last one does not continue that
+word."""
 
 from __future__ import annotations
 
@@ -56,14 +58,15 @@ class Constraints:
     length: Tensor  # (N, J) long, 0 for no constraint
     matched: Tensor  # (N, J) long
     met: Tensor  # (N, J) bool
-    span: Tensor  # (N, J, 2) long: each constraint's source span [start, end), -1: placed anywhere (no alignment)
+    span: Tensor  # (N, J, 3) long: its window's source start, its term's start and end; -1: placed anywhere
     budget: Tensor  # (N, J) long: words its window has left (-1: not open yet; 0: passed)
     fresh: Tensor  # (N,) bool: the row's latest token ended a constraint (the next one may not continue its word)
+    looking: Tensor  # (N, J) bool: the decoder looks at the term's own source words at this step
 
     @classmethod
     def start(
         cls, per_row: list[tuple[tuple[int, ...], ...]], device: torch.device,
-        spans: list[tuple[tuple[int, int], ...]] | None = None,
+        spans: list[tuple[tuple[int, int, int], ...]] | None = None,
     ) -> Constraints:  # fmt: skip
         """Rows that have generated nothing yet, each with its request's constraints and, where given, their source
         spans (one upload each)."""
@@ -72,11 +75,11 @@ class Constraints:
         grid = [[list(t) + [-1] * (width - len(t)) for t in c] + [[-1] * width] * (j - len(c)) for c in per_row]
         tokens = upload(grid, torch.long, device).view(n, j, width)
         spans = spans or [()] * n
-        places = [[list(s) for s in sp] + [[-1, -1]] * (j - len(sp)) for sp in spans]
+        places = [[list(s) for s in sp] + [[-1, -1, -1]] * (j - len(sp)) for sp in spans]
         length = (tokens >= 0).sum(2)
-        span = upload(places, torch.long, device).view(n, j, 2)
+        span = upload(places, torch.long, device).view(n, j, 3)
         fresh, budget = torch.zeros(n, dtype=torch.bool, device=device), torch.full_like(length, -1)
-        return cls(tokens, length, torch.zeros_like(length), length == 0, span, budget, fresh)
+        return cls(tokens, length, torch.zeros_like(length), length == 0, span, budget, fresh, length < 0)
 
     def concat(self, other: Constraints) -> Constraints:
         """These rows followed by `other`'s."""
@@ -92,11 +95,11 @@ class Constraints:
         tokens = F.pad(self.tokens, (0, dw, 0, dj), value=-1)
         return Constraints(tokens, F.pad(self.length, (0, dj)), F.pad(self.matched, (0, dj)),
                            F.pad(self.met, (0, dj), value=True), F.pad(self.span, (0, 0, 0, dj), value=-1),
-                           F.pad(self.budget, (0, dj), value=-1), self.fresh)  # fmt: skip
+                           F.pad(self.budget, (0, dj), value=-1), self.fresh, F.pad(self.looking, (0, dj)))  # fmt: skip
 
     def fields(self) -> tuple[Tensor, ...]:
         """Every tensor, in field order."""
-        return self.tokens, self.length, self.matched, self.met, self.span, self.budget, self.fresh
+        return self.tokens, self.length, self.matched, self.met, self.span, self.budget, self.fresh, self.looking
 
     @property
     def placed(self) -> Tensor:
@@ -108,7 +111,7 @@ class Constraints:
         where its mass on the constraint's span reaches ALIGN_MASS or its argmax falls inside; every window of a term
         not under way has passed once the argmax reaches the source's last token (a term is never appended after the
         sentence)."""
-        start, end = self.span[..., 0].clamp(min=0), self.span[..., 1].clamp(min=0)  # (N, J)
+        start, own, end = (self.span[..., k].clamp(min=0) for k in range(3))  # (N, J) each
         mass = F.pad(align.float().cumsum(1), (1, 0))  # (N, S + 1)
         on = mass.gather(1, end.clamp(max=align.shape[1])) - mass.gather(1, start.clamp(max=align.shape[1]))
         peak = align.argmax(1)[:, None]  # (N, 1)
@@ -117,14 +120,15 @@ class Constraints:
         waiting = self.placed & (self.budget < 0)
         budget = torch.where(waiting & reached, WINDOW_WORDS, self.budget)
         budget = budget.masked_fill((peak == last) & (self.matched == 0) & ~(waiting & reached), 0)  # the end: passed
-        return Constraints(self.tokens, self.length, self.matched, self.met, self.span, budget, self.fresh)
+        looking = self.placed & (own <= peak) & (peak < end)
+        return Constraints(self.tokens, self.length, self.matched, self.met, self.span, budget, self.fresh, looking)
 
     def ended(self, ends: Tensor) -> Constraints:
         """These rows where the model's own next token `ends` (N,) bool is EOS: every placed term not under way has
         passed there (it would only come after the sentence)."""
         passed = self.placed & ends[:, None] & (self.matched == 0) & ~self.met
-        budget = self.budget.masked_fill(passed, 0)
-        return Constraints(self.tokens, self.length, self.matched, self.met, self.span, budget, self.fresh)
+        budget, looking = self.budget.masked_fill(passed, 0), self.looking
+        return Constraints(self.tokens, self.length, self.matched, self.met, self.span, budget, self.fresh, looking)
 
     def select(self, rows: Tensor) -> Constraints:
         """Rows `rows` (old indices, in their new order)."""
@@ -150,14 +154,18 @@ class Constraints:
 
     def extend(self, parents: Tensor, tokens: Tensor, words: Words | None = None) -> Constraints:
         """The rows after a step: row i continues row parents[i] with token tokens[i]. A word start or punctuation
-        outside a term spends a word of every open window."""
+        outside a term spends a word of every open window, and all of it when the decoder chose it looking at the
+        term's own source words (the model's own word for the term)."""
         matched, met = self.after(parents, tokens)
         budget = self.budget.index_select(0, parents)
         fresh = (met & ~self.met.index_select(0, parents)).any(1)
         if words is not None:
-            budget = budget - (~words.joins[tokens][:, None] & (matched == 0) & ~met & (budget > 0)).long()
+            spent = ~words.joins[tokens][:, None] & (matched == 0) & ~met & (budget > 0)
+            own = spent & self.looking.index_select(0, parents)  # a word chosen while looking at the term's source
+            budget = torch.where(own, 0, budget - spent.long())  # its own word for the term: the window passed
         pick = lambda x: x.index_select(0, parents)  # noqa: E731
-        return Constraints(pick(self.tokens), pick(self.length), matched, met, pick(self.span), budget, fresh)
+        looking = torch.zeros_like(met)
+        return Constraints(pick(self.tokens), pick(self.length), matched, met, pick(self.span), budget, fresh, looking)
 
     def lost(self) -> Tensor:
         """(N, J) bool: placed constraints not met whose window passed (a row can no longer meet them)."""

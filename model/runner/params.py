@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 AGREE = 4  # the beam a constrained request decodes with at least (up to the server's max_beam_size)
 MOST_BEAM = 8  # the widest beam a glossary's terms raise a request to (the server passes its max_beam_size)
+Span = tuple[int, int, int]  # a constraint's source tokens: where its window opens, its term's start and end
 
 
 @dataclass(frozen=True)
@@ -31,7 +32,7 @@ class DecodeParams:
     forced_eos: bool = False  # EOS is the last token at the length limit (transformers' forced_eos_token_id)
     bad_words_ids: tuple[tuple[int, ...], ...] = ()  # token sequences never generated (their last token is banned)
     constraints: tuple[tuple[int, ...], ...] = ()  # token sequences the output must contain (a glossary's targets)
-    constraint_spans: tuple[tuple[int, int], ...] = ()  # each one's source tokens [start, end): placed by alignment
+    constraint_spans: tuple[Span, ...] = ()  # each one's source span: placed by alignment
     align: bool = False  # return each output token's source position with the result (markup put back by it)
 
     def __post_init__(self) -> None:
@@ -51,7 +52,8 @@ class DecodeParams:
             (not self.constraints or self.beam_size >= constrained_beam(self.constraints, 0), "constraints need a "
              "beam of at least constrained_beam(constraints, 0) (DecodeParams.constrained raises it)"),
             (len(self.constraint_spans) in (0, len(self.constraints)), "constraint_spans: one per constraint"),
-            (all(0 <= a < b for a, b in self.constraint_spans), "constraint_spans: each [start, end), start >= 0"),
+            (all(0 <= w <= a < b for w, a, b in self.constraint_spans), "constraint_spans: each (window, start, end), "
+             "0 <= window <= start < end"),
             (not (self.sampling and self.constraints), "constraints work with greedy and beam search, not sampling"),
         ]
         for ok, message in checks:
@@ -59,7 +61,7 @@ class DecodeParams:
                 raise ValueError(message)
 
     def constrained(
-        self, constraints: tuple[tuple[int, ...], ...], most: int = MOST_BEAM, spans: tuple[tuple[int, int], ...] = ()
+        self, constraints: tuple[tuple[int, ...], ...], most: int = MOST_BEAM, spans: tuple[Span, ...] = ()
     ) -> DecodeParams:
         """These parameters with `constraints` to meet (placed by alignment on their source `spans` when given), the
         beam raised to what constrained decoding needs, at most `most` (a greedy request decodes with it too);

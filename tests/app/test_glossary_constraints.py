@@ -104,8 +104,8 @@ def test_terms_reach_the_engine_with_their_source_spans(served, checkpoint):
     tok = checkpoint.tokenizer
     ids = tok.encode("The cat saw a cat.")
     assert params.constraints == (tuple(tok.encode_target("gato")),) * 2
-    covered = [tok.source.decode(ids[a:b]) for a, b in params.constraint_spans]
-    assert covered == ["The cat", "a cat"]  # each occurrence, from the word before it (where its window opens)
+    covered = [(tok.source.decode(ids[w:b]), tok.source.decode(ids[a:b])) for w, a, b in params.constraint_spans]
+    assert covered == [("The cat", "cat"), ("a cat", "cat")]  # each occurrence, its window from the word before it
 
 
 def test_glossary_targets_the_model_cannot_take_are_refused_by_name(served, checkpoint):

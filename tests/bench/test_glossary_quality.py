@@ -380,7 +380,7 @@ def test_bench_glossary_quality_prints_the_table_and_samples(tmp_path, capsys, m
     """`python -m bench.glossary quality` scores what the decoder gave (here: the references and plain copies)."""
     from bench import glossary
 
-    def fake(rows, beam, workdir):
+    def fake(rows, beam, workdir, url=None):
         assert beam == 4 and workdir == tmp_path
         return [r.reference for r in rows], [r.english for r in rows]
 

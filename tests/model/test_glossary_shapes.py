@@ -82,7 +82,7 @@ def test_terms_stay_whole_words_in_every_output(shaped):
     reqs = []
     for i, text in enumerate(TEXTS):
         first_word = [(0, len(text.split()[0]))]
-        spans = tuple((a + len(prefix), b + len(prefix)) for a, b in tok.source_spans(text, first_word))
+        spans = tuple(tuple(k + len(prefix) for k in s) for s in tok.source_spans(text, first_word))
         params = DecodeParams(max_new_tokens=16).constrained((term,), spans=spans)
         reqs.append(Request(i, prefix + tok.encode(text), params))
     joins = words.joins.tolist()

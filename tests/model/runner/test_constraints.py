@@ -105,8 +105,8 @@ def test_constraints_that_start_alike_count_their_common_start_once():
 
 
 def _placed(span: tuple[int, int]) -> Constraints:
-    """One row with the constraint (5, 6) placed on source tokens `span`."""
-    return Constraints.start([((5, 6),)], torch.device("cpu"), [(span,)])
+    """One row with the constraint (5, 6) placed on source tokens `span` (its window opening there too)."""
+    return Constraints.start([((5, 6),)], torch.device("cpu"), [((span[0], *span),)])
 
 
 def test_a_placed_term_is_offered_only_inside_its_window():
@@ -137,9 +137,12 @@ def test_a_window_passes_after_its_words_and_then_the_row_may_end():
         assert cons.budget.tolist() == [[left]]
     assert cons.unmet().tolist() == [False]  # lost: it may end (ranked below hypotheses that met every term)
     assert cons.extend(rows, torch.tensor([5]), words).matched.tolist() == [[0]]  # and the term no longer starts
-    inside = _placed((0, 1)).opened(torch.tensor([[1.0, 0.0]])).extend(rows, torch.tensor([10]), words)
+    led = Constraints.start([((5, 6),)], torch.device("cpu"), [((0, 1, 2),)])  # "the picture": window from "the"
+    inside = led.opened(torch.tensor([[1.0, 0.0, 0.0]])).extend(rows, torch.tensor([10]), words)  # "la", at "the"
     inside = inside.extend(rows, torch.tensor([5]), words).extend(rows, torch.tensor([6]), words)
     assert inside.met.tolist() == [[True]] and inside.fresh.tolist() == [True]  # the next token starts a new word
+    own = led.opened(torch.tensor([[0.0, 1.0, 0.0]])).extend(rows, torch.tensor([10]), words)  # "cuadro", at "picture"
+    assert own.lost().tolist() == [[True]]  # its own word for the term: the window passed at once
 
 
 def test_a_term_wanted_twice_is_met_once_per_occurrence():
@@ -159,7 +162,7 @@ def test_a_server_with_a_small_max_beam_takes_a_long_term():
 
 def test_placed_constraints_keep_every_oracle(model):
     # catches: alignment-placed constraints that differ batched and alone, or sequential and overlapped
-    spans = ((1, 3), (0, 1)), ((0, 2),), ((2, 3), (0, 1), (1, 2))
+    spans = ((0, 1, 3), (0, 0, 1)), ((0, 1, 2),), ((1, 2, 3), (0, 0, 1), (0, 1, 2))
     reqs = [Request(i, _src(i + 3), DecodeParams(beam_size=2, max_new_tokens=12).constrained(c, spans=s))
             for i, (c, s) in enumerate(zip(CONSTRAINTS, spans, strict=True))]  # fmt: skip
     reqs += [Request(10 + i, _src(i + 4), p) for i, p in enumerate(MIXED[:3])]
@@ -179,6 +182,6 @@ def test_a_term_not_under_way_passes_where_the_model_would_end_the_sentence():
     ended = cons.ended(torch.tensor([True]))
     assert ended.lost().tolist() == [[True]] and ended.unmet().tolist() == [False]
     assert cons.ended(torch.tensor([False])).unmet().tolist() == [True]
-    under_way = Constraints.start([((5, 6),)], torch.device("cpu"), [((2, 4),)]).opened(torch.tensor([[0, 0, 1.0, 0]]))
+    under_way = _placed((2, 4)).opened(torch.tensor([[0, 0, 1.0, 0]]))
     under_way = under_way.extend(torch.tensor([0]), torch.tensor([5]))
     assert under_way.ended(torch.tensor([True])).unmet().tolist() == [True]  # a term under way is finished first
