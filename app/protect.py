@@ -59,22 +59,38 @@ def find_spans(text: str, spells: Spells, placeholders: bool = False, markup: bo
 def split_layout(layout: Layout, find: Callable[[str], list[Span]]) -> Layout:
     """The layout with every span of its units as a literal piece; text between spans stays translated (a piece
     with no letter, such as ", " between two placeholders, stays literal too)."""
-    out = Layout([], [], escape=layout.escape)
+    out = Layout([], [], escape=layout.escape, fallbacks=layout.fallbacks)
     for piece in layout.pieces:
         text = layout.units[piece] if isinstance(piece, int) else None
         spans = find(text) if text is not None else []
+        tagged = layout.tagged.get(piece) if text is not None else None
+        if tagged is not None and spans:  # kept spans inside: its tags literal, the text between them translated
+            out.fallbacks += len(tagged.tags)
+            for kind, part in tagged.pieces():
+                if kind == "tag":
+                    out.pieces.append(part)
+                else:
+                    _split_text(out, part, find(part))
+            continue
         if not spans:
             out.pieces.append(len(out.units) if text is not None else piece)
             if text is not None:
+                if tagged is not None:
+                    out.tagged[len(out.units)] = tagged
                 out.units.append(text)
             continue
-        pos = 0
-        for start, end in [*spans, (len(text), len(text))]:
-            _add_piece(out, text[pos:start])
-            if start < end:
-                out.pieces.append(out.render(text[start:end]))
-            pos = end
+        _split_text(out, text, spans)
     return out
+
+
+def _split_text(out: Layout, text: str, spans: list[Span]) -> None:
+    """Text with its kept spans as literal pieces, the text between them as units."""
+    pos = 0
+    for start, end in [*spans, (len(text), len(text))]:
+        _add_piece(out, text[pos:start])
+        if start < end:
+            out.pieces.append(out.render(text[start:end]))
+        pos = end
 
 
 def _add_piece(layout: Layout, text: str) -> None:
