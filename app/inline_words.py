@@ -66,4 +66,24 @@ def majority(out: Words, src: Words, alignment: list[int]) -> list[int | None]:
         k = src.tokens[p] if 0 <= p < len(src.tokens) else None
         if k is not None:
             votes[word][k] += 1
-    return [v.most_common(1)[0][0] if v else None for v in votes]
+    return smooth([v.most_common(1)[0][0] if v else None for v in votes], out, len(src.spans))
+
+
+def smooth(points: list[int | None], out: Words, size: int) -> list[int | None]:
+    """Undo the alignment's usual slips: of two target words in a row on one source word, the first moves to the
+    nearest source word no target word has (within 2 words: the decoder often writes a noun while still looking at
+    the adjective that follows it in Spanish); a word aligned to nothing (EOS) takes its left neighbour's."""
+    points, claimed = list(points), set(points)
+    for j in range(len(points) - 1):
+        k = points[j]
+        if k is None or points[j + 1] != k:
+            continue
+        free = [c for d in (1, 2) for c in (k + d, k - d) if 0 <= c < size and c not in claimed]
+        if free:
+            points[j] = free[0]
+            claimed.add(free[0])
+    for j in range(1, len(points)):
+        a, b = out.spans[j]
+        if points[j] is None and out.text[a:b][0].isalnum():
+            points[j] = points[j - 1]
+    return points
