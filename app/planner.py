@@ -86,8 +86,9 @@ class Plan:
             "alternatives": ask.alternatives,
             "placeholders": ask.placeholders,
             "ignore_tags": sorted(ask.ignore_tags),
-            "inline": "aligned" if ask.markup else None,  # inline tags put back by alignment (issue 48)
         }
+        if ask.markup:
+            options["inline"] = "aligned"  # inline tags put back by alignment (not what an older server cached)
         source = self.route.source
         keys = []
         for i, text in enumerate(texts):
