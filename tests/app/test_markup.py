@@ -127,3 +127,8 @@ def test_kept_spans_inside_fall_back_counted(builtin):
     answer = ok(builtin.url, "Hello <b>{name}</b>, your order %d is ready.", format="html", preserve_placeholders=True)
     assert "{name}" in answer["translatedText"] and "%d" in answer["translatedText"]
     assert answer["details"]["markup_fallbacks"] == 2
+
+
+def test_a_child_stays_inside_its_parent_when_the_alignment_pulls_it_out():
+    """The parent trimmed clear of a sibling: its child is kept inside it (by proportion, counted)."""
+    assert placed("<i>x</i> <b>y <u>z</u></b>", "A B C", [1, 0, 2]) == ("<b><u>A</u></b> <i>B</i> C", 1)
