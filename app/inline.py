@@ -100,12 +100,13 @@ def _tree(tags: list[Tag]) -> list[_Element] | None:
     return root.children
 
 
-def place(tagged: Tagged, src: Words, out: Words, alignment: list[int]) -> Placed:
-    """The translation (words `out` of the text, aligned to `src` by `alignment`) with every tag put back."""
+def place(tagged: Tagged, src: Words, out: Words, alignment: list[int], escape: bool = True) -> Placed:
+    """The translation (words `out` of the text, aligned to `src` by `alignment`) with every tag put back (the text
+    HTML-escaped when `escape`)."""
     tags, n = tagged.tags, len(out.spans)
     elements = _tree(tags)
     if elements is None or n == 0:
-        return Placed(_fallback(tagged, out), len(tags))
+        return Placed(_fallback(tagged, out, escape), len(tags))
     points = majority(out, src, alignment)  # each target word's source word (or None)
     fallbacks = [0]
 
@@ -154,7 +155,7 @@ def place(tagged: Tagged, src: Words, out: Words, alignment: list[int]) -> Place
         assign(element, 0, n - 1, taken)
         if element.span[1] >= element.span[0] and element.open != element.close:
             taken.append(element.span)
-    return Placed(_render(tags, elements, out), fallbacks[0])
+    return Placed(_render(tags, elements, out, escape), fallbacks[0])
 
 
 def _after(at: int, src: Words, points: list[int | None], lo: int, hi: int, proportional) -> tuple[int, int]:
@@ -171,7 +172,7 @@ def _after(at: int, src: Words, points: list[int | None], lo: int, hi: int, prop
     return (j + 1, j)
 
 
-def _render(tags: list[Tag], elements: list[_Element], out: Words) -> str:
+def _render(tags: list[Tag], elements: list[_Element], out: Words, escape: bool) -> str:
     """The output text, escaped, with each element's tags at its target words' edges (nested as the tree)."""
     n = len(out.spans)
     before: list[list[str]] = [[] for _ in range(n + 1)]  # opens before word j; closes and voids after word j - 1
@@ -192,18 +193,18 @@ def _render(tags: list[Tag], elements: list[_Element], out: Words) -> str:
     for element in elements:
         emit(element)
     text, pieces, pos = out.text, [], 0
+    esc = (lambda t: html.escape(t, quote=False)) if escape else str  # noqa: E731
     for j in range(n + 1):
         cut = out.spans[j][0] if j < n else len(text)
         edge = out.spans[j - 1][1] if j else 0
-        pieces += [html.escape(text[pos:edge], quote=False), *after[j]]
-        pieces += [html.escape(text[edge:cut], quote=False), *before[j]]
+        pieces += [esc(text[pos:edge]), *after[j], esc(text[edge:cut]), *before[j]]
         pos = cut
     return "".join(pieces)
 
 
-def _fallback(tagged: Tagged, out: Words) -> str:
+def _fallback(tagged: Tagged, out: Words, escape: bool) -> str:
     """Tags that cannot be nested again: all of them before the translation, in their order (counted as fallbacks)."""
-    return "".join(t.text for t in tagged.tags) + html.escape(out.text, quote=False)
+    return "".join(t.text for t in tagged.tags) + (html.escape(out.text, quote=False) if escape else out.text)
 
 
 __all__ = ["Placed", "Tag", "Tagged", "pair_tags", "place", "source_words", "target_words"]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import html
 from collections.abc import Callable
 
 from app.inline import Tag, Tagged, pair_tags
@@ -44,12 +43,12 @@ def _edges(tags: list[Tag], size: int) -> tuple[int, int]:
 
 
 def _literal(layout: Layout, text: str, tags: list[Tag], start: int) -> None:
-    """Text outside the sentences (escaped) with the tags at its offsets (from `start`)."""
+    """Text outside the sentences (escaped in HTML) with the tags at its offsets (from `start`)."""
     pos = 0
     for tag in tags:
-        layout.pieces += [html.escape(text[pos : tag.at - start], quote=False), tag.text]
+        layout.pieces += [layout.render(text[pos : tag.at - start]), tag.text]
         pos = tag.at - start
-    layout.pieces.append(html.escape(text[pos:], quote=False))
+    layout.pieces.append(layout.render(text[pos:]))
 
 
 def add_tagged(layout: Layout, run: list[str | Tag], cut: Callable[[str], list[str]]) -> bool:

@@ -228,5 +228,5 @@ class Job:
         if (u, rank) not in item.placed:
             src = source_words(self.tokenizer, tagged.text, len(self.prefix))
             out = target_words(self.tokenizer, hyp.tokens)
-            item.placed[u, rank] = place(tagged, src, out, hyp.alignment)
+            item.placed[u, rank] = place(tagged, src, out, hyp.alignment, item.layout.escape)
         return item.placed[u, rank].text

@@ -10,6 +10,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from app.inline import Tag
 from app.layout import Layout
 
 PRINTF = r"%(?:\(\w+\))?(?:\d+\$)?[-+#0]*(?:\d+|\*)?(?:\.\d+)?(?:hh|h|ll|l|L|z|j|t)?[diouxXeEfFgGcrsa@%]"
@@ -168,6 +169,24 @@ class Masked:
                 out += " "
             out += text
         return out
+
+    def aligned(self) -> list[str | Tag] | None:
+        """The segment as the model sees it with alignment: run marks as tags that go back around the aligned words
+        (not in the model's text), span marks in the text as numbers; None when it has no run marks."""
+        if not any(isinstance(p, Mark) and p.kind != "span" for p in self.parts):
+            return None
+        run: list[str | Tag] = []
+        for k, part in enumerate(self.parts):
+            if isinstance(part, Mark) and part.kind != "span":
+                run.append(Tag(f" {part.token} ", part.kind, 0, str(part.value)))
+            elif isinstance(part, Mark):
+                prev = self.parts[k - 1] if k else ""
+                nxt = self.parts[k + 1] if k + 1 < len(self.parts) else ""
+                gap = [" " * (isinstance(t, str) and t[-1:].isalnum()) for t in (prev, nxt[:1])]
+                run.append(gap[0] + part.token + gap[1])
+            else:
+                run.append(part)
+        return run
 
     @property
     def pieces(self) -> list[str]:
