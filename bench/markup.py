@@ -131,7 +131,8 @@ def main(argv: list[str] | None = None) -> int:
     rows = read_rows()
     server = None
     if args.url is None:
-        server = ServerProcess("--model", str(BUILTIN), "--no-cache", log=Path("/tmp/bench-markup.log")).wait(timeout=300)
+        server = ServerProcess("--model", str(BUILTIN), "--no-cache", log=Path("/tmp/bench-markup.log"))
+        server.wait(timeout=300)
     try:
         url = args.url or server.url
         for name in ("test", "check", "dev") if args.set == "all" else (args.set,):
