@@ -18,6 +18,8 @@ BRACE = r"\{\{?[\w.:-]*\}?\}"  # {0} {name} {{name}} {}
 MARKUP = r"</?[A-Za-z][^<>]*>|&(?:#\d+|#x[0-9a-fA-F]+|\w+);"  # inline tags and character references
 ICU = re.compile(r"\{\s*\w+\s*,\s*(?:plural|select|selectordinal)\s*,")  # kept whole, with its branches
 LETTER = re.compile(r"[^\W\d_]")
+TAG_SHAPE = re.compile(r"<(/?)([A-Za-z][\w:.-]*)[^<>]*>")  # one inline tag: close?, name
+VOID = frozenset({"br", "wbr", "img", "hr"})
 
 Spells = Callable[[str], bool]
 Span = tuple[int, int]
@@ -171,14 +173,16 @@ class Masked:
         return out
 
     def aligned(self) -> list[str | Tag] | None:
-        """The segment as the model sees it with alignment: run marks as tags that go back around the aligned words
-        (not in the model's text), span marks in the text as numbers; None when it has no run marks."""
-        if not any(isinstance(p, Mark) and p.kind != "span" for p in self.parts):
+        """The segment as the model sees it with alignment: run marks and inline tags (XLIFF codes, srt and PO tags)
+        as tags that go back around the aligned words (not in the model's text), other kept spans in the text as
+        numbers; None when it has neither."""
+        tags = [_as_tag(p) if isinstance(p, Mark) else None for p in self.parts]
+        if not any(tags):
             return None
         run: list[str | Tag] = []
-        for k, part in enumerate(self.parts):
-            if isinstance(part, Mark) and part.kind != "span":
-                run.append(Tag(f" {part.token} ", part.kind, 0, str(part.value)))
+        for k, (part, tag) in enumerate(zip(self.parts, tags, strict=True)):
+            if tag is not None:
+                run.append(tag)
             elif isinstance(part, Mark):
                 prev = self.parts[k - 1] if k else ""
                 nxt = self.parts[k + 1] if k + 1 < len(self.parts) else ""
@@ -234,6 +238,19 @@ class Masked:
             before, after = left.after if left else "", right.before if right else ""
             chunks[-1].text += escape(text).join([before, after]) if text else before or after
         return [c for c in chunks if c.text]
+
+
+def _as_tag(mark: Mark) -> Tag | None:
+    """A run mark, or a span that is one inline tag, as a tag placed by alignment (its text: the mark's number)."""
+    token = f" {mark.token} "
+    if mark.kind != "span":
+        return Tag(token, mark.kind, 0, f"run {mark.value}")
+    shape = TAG_SHAPE.fullmatch(mark.value)
+    if shape is None:
+        return None
+    name = shape.group(2).lower()
+    kind = "close" if shape.group(1) else "void" if mark.value.endswith("/>") or name in VOID else "open"
+    return Tag(token, kind, 0, name)
 
 
 def _nested(marks: list[Mark]) -> bool:

@@ -91,13 +91,17 @@ async def translate_document(doc: Document, rounds: Rounds) -> int:
         m = Masked(seg.runs, lambda t, s=seg: union(find_spans(t, spells, True, markup=s.markup), plan.keep(t)))
         if m.translatable:
             masked[id(seg)] = (seg, m)
-    runs = {key: m.aligned() for key, (_, m) in masked.items()}  # docx/pptx/odt/odp runs: by alignment
+    runs = {key: m.aligned() for key, (_, m) in masked.items()}  # runs, XLIFF codes, srt/PO tags: by alignment
     aligned = {key: _aligned_layout(run) for key, run in runs.items() if run is not None}
     aligned = {key: layout for key, layout in aligned.items() if layout is not None}
     texts = list(dict.fromkeys(m.text for key, (_, m) in masked.items() if key not in aligned))
-    layouts = [plain_layout(t, True) for t in texts] + list(aligned.values())
-    outs = await rounds.run(layouts, texts + [masked[key][1].text for key in aligned])  # one job for both
-    first, placed_by = dict(zip(texts, outs, strict=False)), dict(zip(aligned, outs[len(texts) :], strict=True))
+    first, placed_by = {}, {}  # run marks and inline tags put back by alignment: placed_by
+    if aligned:  # one job for both
+        layouts = [plain_layout(t, True) for t in texts] + list(aligned.values())
+        outs = await rounds.run(layouts, texts + [masked[key][1].text for key in aligned])
+        first, placed_by = dict(zip(texts, outs, strict=False)), dict(zip(aligned, outs[len(texts) :], strict=True))
+    else:
+        first = await rounds.translate(texts)
     retry = []
     for key, (seg, m) in masked.items():
         if not _write(seg, m, placed_by[key] if key in aligned else first[m.text]):

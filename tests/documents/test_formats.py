@@ -168,3 +168,12 @@ def test_docx_runs_cost_nothing(builtin):
     assert out.runs[1].text.strip() == "página de ayuda"
     styled = docx.Document(io.BytesIO(translate_file(builtin.url, "b.docx", build.word()))).paragraphs[4]
     assert [r.text.strip() for r in styled.runs if r.bold] == ["muy"]
+
+
+def test_xliff_codes_go_back_by_alignment(builtin):
+    """An XLIFF paired code goes around the word aligned to the word it enclosed (issue 48)."""
+    root = etree.fromstring(translate_file(builtin.url, "a.xlf", build.XLIFF12.encode()))
+    ns = {"x": root.nsmap[None]}
+    target = root.findall(".//x:trans-unit", ns)[1].find("x:target", ns)
+    code = target[0]
+    assert code.text.strip() == "aquí", etree.tostring(target)
