@@ -130,19 +130,16 @@ def place(tagged: Tagged, src: Words, out: Words, alignment: list[int], escape: 
         hit = [j for j in words_in(a, b) if lo <= j <= hi]
         for s, e in taken:
             hit = [j for j in hit if not s <= j <= e]
-        if not hit:
-            j = min(hi, max(lo, proportional((a + b) // 2)))
-            hit = [j] if not any(s <= j <= e for s, e in taken) else []
-        first, last = (min(hit), max(hit)) if hit else (lo, lo - 1)
+        first, last = (min(hit), max(hit)) if hit else _nowhere(proportional((a + b) // 2), lo, hi, taken)
         for s, e in taken:  # an earlier sibling inside: keep the side with more of the element's words
-            if first <= s and e <= last:
+            if hit and first <= s and e <= last:
                 left, right = [j for j in hit if j < s], [j for j in hit if j > e]
                 hit = left if len(left) >= len(right) else right
                 first, last = min(hit), max(hit)
         if element.open is None:
             first = lo
-        if element.close is None:
-            last = hi
+        if element.close is None:  # it closes after the sentence: from its first word to the end, after siblings
+            first, last = max([first] + [e + 1 for _, e in taken if e >= first]), hi
         element.span = (first, last)
         inner: list[tuple[int, int]] = []
         for child in element.children:
@@ -156,6 +153,18 @@ def place(tagged: Tagged, src: Words, out: Words, alignment: list[int], escape: 
         if element.span[1] >= element.span[0] and element.open != element.close:
             taken.append(element.span)
     return Placed(_render(tags, elements, out, escape), fallbacks[0])
+
+
+def _nowhere(j: int, lo: int, hi: int, taken: list[tuple[int, int]]) -> tuple[int, int]:
+    """Where an element none of whose words is aligned goes: the free word nearest to word j within [lo, hi], else
+    an empty span at the nearest place outside every sibling's span."""
+    free = [p for p in range(lo, hi + 1) if not any(s <= p <= e for s, e in taken)]
+    if free:
+        p = min(free, key=lambda p: abs(p - j))
+        return p, p
+    places = [p for p in range(lo, hi + 2) if all(p <= s or p > e for s, e in taken)]
+    p = min(places, key=lambda p: abs(p - j))
+    return p, p - 1
 
 
 def _after(at: int, src: Words, points: list[int | None], lo: int, hi: int, proportional) -> tuple[int, int]:

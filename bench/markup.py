@@ -107,7 +107,7 @@ def report(rows: list[dict], got: dict, samples: int) -> dict:
         "lowest_sentence_chrf": min(each),
         "placed_right": right / len(judged) if judged else None,
         "judged": len(judged),
-        "cost_ratio": got["times"]["html"] / got["times"]["text"],
+        "cost_ratio": got["times"]["html"] / got["times"]["text"] if got["times"]["text"] else None,
     }
     for r, o, p in list(zip(rows, outs, plains, strict=True))[:samples]:
         mark = "" if not r["expected"] else ("  ok" if normal(o) == normal(r["expected"]) else "  WRONG")

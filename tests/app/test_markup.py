@@ -132,3 +132,42 @@ def test_kept_spans_inside_fall_back_counted(builtin):
 def test_a_child_stays_inside_its_parent_when_the_alignment_pulls_it_out():
     """The parent trimmed clear of a sibling: its child is kept inside it (by proportion, counted)."""
     assert placed("<i>x</i> <b>y <u>z</u></b>", "A B C", [1, 0, 2]) == ("<b><u>A</u></b> <i>B</i> C", 1)
+
+
+def random_markup(rng, depth: int = 0) -> str:
+    """Random text with inline, block and standalone elements, nested."""
+    out = []
+    for _ in range(rng.randint(1, 5)):
+        r = rng.random()
+        if r < 0.5 or depth > 2:
+            out.append(rng.choice("the cat sleeps big red house. dog runs & eats fast! who? yes".split()) + " ")
+        elif r < 0.7:
+            name, attrs = rng.choice([("b", ""), ("a", " href='x'"), ("span", ' class="q"'), ("em", "")])
+            out.append(f"<{name}{attrs}>{random_markup(rng, depth + 1)}</{name}>")
+        elif r < 0.8:
+            out.append(rng.choice(["<br>", "<br/>", "<img src=x>", "<x id='1'/>"]))
+        else:
+            out.append(f"<p>{random_markup(rng, depth + 1)}</p>")
+    return "".join(out)
+
+
+def test_random_markup_keeps_every_tag_nested_whatever_the_alignment():
+    """Any nested markup, cut into sentences, translated into shuffled words with a random alignment: every tag
+    comes back once, byte for byte, nested."""
+    import random
+
+    rng = random.Random(7)
+    for _ in range(600):
+        markup = random_markup(rng)
+        layout = html_layout(markup, rng.random() < 0.5, inline=True)
+        outs = []
+        for u, text in enumerate(layout.units):
+            words_out = text.upper().split()
+            rng.shuffle(words_out)
+            target = " ".join(words_out)
+            n = len(WORD.findall(text))
+            out = words(target, list(range(len(WORD.findall(target)))))
+            alignment = [rng.randint(-1, n + 1) for _ in out.spans]
+            t = layout.tagged.get(u)
+            outs.append(place(t, words(text, [*range(n), None]), out, alignment).text if t else target)
+        assert tags_exact(markup, layout.join(outs)), markup
