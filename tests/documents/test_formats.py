@@ -177,3 +177,12 @@ def test_xliff_codes_go_back_by_alignment(builtin):
     target = root.findall(".//x:trans-unit", ns)[1].find("x:target", ns)
     code = target[0]
     assert code.text.strip() == "aquí", etree.tostring(target)
+
+
+def test_html_file_inline_tags_cost_nothing(builtin):
+    """An .html file: a sentence with a link reads as the plain translation, the link around the aligned words."""
+    source = '<html><body><p>The <a href="/help">help page</a> explains how to install the program.</p></body></html>'
+    out = translate_file(builtin.url, "a.html", source.encode()).decode()
+    plain = "The help page explains how to install the program."
+    assert '<a href="/help">página de ayuda</a>' in out
+    assert re.sub(r"<[^>]+>", "", out) == oracle(builtin.url, [plain])[plain]
