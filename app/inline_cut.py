@@ -7,7 +7,7 @@ from collections.abc import Callable
 from app.inline import Tag, Tagged, pair_tags
 from app.layout import Layout
 
-SPACED = frozenset({"br"})  # a line break between two words parts them in the text the model sees
+SPACED = frozenset({"br", "x", "ph"})  # a line break (or a code) between two words parts them in the model's text
 
 
 def plain(run: list[str | Tag]) -> tuple[str, list[Tag]]:

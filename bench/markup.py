@@ -8,7 +8,7 @@ request time over plain request time, same texts, interleaved rounds).
 
     python -m bench.markup [--set test|check|dev|all] [--samples 20] [--rounds 3]
 
-bench/data/markup_eval.tsv: 140 snippets. `test` (55) and `check` (30, written and judged after the placement rules
+bench/data/markup_eval.tsv: 170 snippets. `test` (55) and `check` (30, written and judged after the placement rules
 were frozen) carry `expected`: the built-in model's own translation (CPU, float32, greedy) with each tag where a
 reader puts it, judged by hand (a tag around a word the translation dropped goes around nothing). `dev` (85): no
 expected; the smoothing of app.inline_words was designed on failures seen in dev and test.
@@ -42,7 +42,7 @@ def read_rows(path: Path = DATA) -> list[dict]:
 
 def strip(markup: str) -> str:
     """The text without tags, as a reader sees it (a line break parts two words)."""
-    text = re.sub(r"(\S)<br\s*/?>(\S)", r"\1 \2", markup)
+    text = re.sub(r"(\S)<(?:br|x)\b[^<>]*>(\S)", r"\1 \2", markup)
     return " ".join(html.unescape(TAG.sub("", text)).split())
 
 
