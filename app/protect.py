@@ -212,12 +212,13 @@ class Masked:
                 out.append(translations.get(part.strip(), part.strip()) if LETTER.search(part) else part.strip())
         return " ".join(p for p in out if p)
 
-    def restore(self, output: str, escape: Callable[[str], str] = str) -> list[Chunk] | None:
-        """Chunks of the translation with spans put back, or None unless every mark occurs once, runs nested."""
+    def restore(self, output: str, escape: Callable[[str], str] = str, spaced: bool = False) -> list[Chunk] | None:
+        """Chunks of the translation with spans put back, or None unless every mark occurs once, runs nested (with
+        `spaced`, the output's whitespace around marks is kept, else the source's)."""
         found = [output]
         if self.marks:
             tokens = "|".join(re.escape(t) for t in self.marks)
-            found = re.split(rf"(?<!\d)({tokens})(?!\d)", output)
+            found = re.split(rf"(?:\x00|(?<![\d\x00]))({tokens})(?:\x00|(?![\d\x00]))", output)  # \x00: aligned
         used = [self.marks[t] for t in found[1::2]]
         if sorted(m.token for m in used) != sorted(self.marks) or not _nested(used):
             return None
@@ -233,6 +234,9 @@ class Masked:
                 continue
             left = self.marks[found[i - 1]] if i else None
             right = self.marks[found[i + 1]] if i + 1 < len(found) else None
+            if spaced:  # placed by alignment at the translation's word edges: its own spacing
+                chunks[-1].text += escape(text)
+                continue
             text = text.lstrip() if left else text
             text = text.rstrip() if right else text
             before, after = left.after if left else "", right.before if right else ""
@@ -242,7 +246,7 @@ class Masked:
 
 def _as_tag(mark: Mark) -> Tag | None:
     """A run mark, or a span that is one inline tag, as a tag placed by alignment (its text: the mark's number)."""
-    token = f" {mark.token} "
+    token = f"\x00{mark.token}\x00"  # apart from any digit beside it (restore with `spaced` reads it so)
     if mark.kind != "span":
         return Tag(token, mark.kind, 0, f"run {mark.value}")
     shape = TAG_SHAPE.fullmatch(mark.value)

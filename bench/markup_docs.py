@@ -91,14 +91,15 @@ def plain(url: str, texts: list[str]) -> list[str]:
     return out
 
 
-def score(name: str, got: list[str], want: list[str], kept: int, total: int, shown: int = 8) -> None:
+def score(name: str, got: list[str], want: list[str], kept: int, total: int, shown: int = 10) -> None:
     """Print one format's numbers and its `shown` lowest paragraphs."""
     got, want = [" ".join(g.split()) for g in got], [" ".join(w.split()) for w in want]
     each = [sacrebleu.sentence_chrf(g, [w]).score for g, w in zip(got, want, strict=True)]
     chrf = sacrebleu.corpus_chrf(got, [want]).score
     print(f"{name}: {len(got)} paragraphs, formatting kept {kept}/{total}, chrF vs plain {chrf:.1f}, "
           f"lowest {min(each):.1f}, equal {sum(g == w for g, w in zip(got, want, strict=True))}")  # fmt: skip
-    for g, w, c in sorted(zip(got, want, each, strict=True), key=lambda x: x[2])[:shown]:
+    differ = [(g, w, c) for g, w, c in zip(got, want, each, strict=True) if g != w]
+    for g, w, c in sorted(differ, key=lambda x: x[2])[:shown]:
         if g != w:
             print(f"  {c:5.1f} {g}\n        plain: {w}")
 

@@ -104,7 +104,7 @@ async def translate_document(doc: Document, rounds: Rounds) -> int:
         first = await rounds.translate(texts)
     retry = []
     for key, (seg, m) in masked.items():
-        if not _write(seg, m, placed_by[key] if key in aligned else first[m.text]):
+        if not _write(seg, m, placed_by[key] if key in aligned else first[m.text], key in aligned):
             retry.append((seg, m))
     pieces = await rounds.translate([p for _, m in retry for p in m.pieces])
     flagged = 0
@@ -121,9 +121,10 @@ def _aligned_layout(run: list) -> Layout | None:
     return layout if add_tagged(layout, run, sentences) else None
 
 
-def _write(seg: Segment, masked: Masked, output: str) -> bool:
-    """Write a segment's translation if every mark came back once and no placeholder was added by the model."""
-    chunks = masked.restore(output, seg.escape)
+def _write(seg: Segment, masked: Masked, output: str, aligned: bool = False) -> bool:
+    """Write a segment's translation if every mark came back once and no placeholder was added by the model (marks
+    placed by alignment keep the translation's spacing)."""
+    chunks = masked.restore(output, seg.escape, spaced=aligned)
     if chunks is None:
         return False
     if _placeholders("".join(c.text for c in chunks), seg.markup) != _placeholders(seg.text, seg.markup):
