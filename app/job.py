@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -10,6 +11,7 @@ from dataclasses import dataclass, field
 from app.engine.client import EngineGone, Overloaded
 from app.engine.messages import Result, WireUnit
 from app.errors import ApiError
+from app.inline import Placed, place, source_words, target_words
 from app.layout import Layout
 from app.service import ModelEntry
 from model.loading.tokenizer import IncrementalDetokenizer
@@ -48,6 +50,12 @@ class Item:
     units: list[Unit]
     cursor: int = 0  # next layout piece to stream
     streamed: str = ""
+    placed: dict[tuple[int, int], Placed] = field(default_factory=dict)  # (unit, rank) -> its markup put back
+
+    @property
+    def fallbacks(self) -> int:
+        """Tags of the best translation not placed by alignment (kept today's way, or placed by proportion)."""
+        return self.layout.fallbacks + sum(p.fallbacks for (_, rank), p in self.placed.items() if rank == 0)
 
     @property
     def finished(self) -> bool:
@@ -84,12 +92,14 @@ class Job:
     def _units(self, index: int, layout: Layout, limit: int) -> list[Unit]:
         """Tokenize every unit and enforce max_input_tokens, naming the text."""
         units = []
-        for text in layout.units:
+        for u, text in enumerate(layout.units):
             ids = self.prefix + self.tokenizer.encode(text)
             if len(ids) > limit:
                 raise TooLong(index, len(ids), limit, whole=len(layout.units) == 1)
             own = self.unit_params(text) if self.unit_params is not None else self.params
-            detok = self.tokenizer.detokenizer() if self.stream else None
+            if u in layout.tagged:  # its tags go back by alignment, once the unit is finished
+                own = dataclasses.replace(own, align=True)
+            detok = self.tokenizer.detokenizer() if self.stream and u not in layout.tagged else None
             units.append(Unit(ids, own if own != self.params else None, detok=detok))
         return units
 
@@ -168,12 +178,16 @@ class Job:
         """Record an engine event; return the text it adds to item i's stream (in layout order)."""
         item, unit = self.items[i], self.items[i].units[u]
         if isinstance(event, int):
-            unit.buffered.append(unit.detok.push(event))
+            if unit.detok is not None:
+                unit.buffered.append(unit.detok.push(event))
             return self._advance(item)
         if event.error:
             status = 503 if event.error_type == "not_ready" else 500
             raise ApiError(status, event.error_type, f"q[{i}]: {event.error}")
         unit.result = event
+        if u in item.layout.tagged and self.stream:
+            unit.buffered.append(self.unit_text(item, u))
+            return self._advance(item)
         if unit.detok is None:
             return ""
         unit.detok.ids = list(event.hypotheses[0].tokens)  # the whole output, whatever was streamed of it
@@ -191,7 +205,7 @@ class Job:
                 item.cursor += 1
                 continue
             unit = item.units[piece]
-            out.extend(item.layout.render(t) for t in unit.buffered)
+            out.extend(item.layout.render(t, piece) for t in unit.buffered)
             unit.buffered.clear()
             if unit.result is None:
                 break
@@ -202,8 +216,17 @@ class Job:
 
     def texts(self, item: Item, rank: int = 0) -> str:
         """The item's translation using each unit's hypothesis `rank` (best when it has fewer)."""
-        outs = []
-        for unit in item.units:
-            hyps = unit.result.hypotheses
-            outs.append(self.tokenizer.decode(hyps[min(rank, len(hyps) - 1)].tokens))
-        return item.layout.join(outs)
+        return item.layout.join([self.unit_text(item, u, rank) for u in range(len(item.units))])
+
+    def unit_text(self, item: Item, u: int, rank: int = 0) -> str:
+        """Unit u's translation by its hypothesis `rank`: text, or markup when its tags go back by alignment."""
+        hyps = item.units[u].result.hypotheses
+        hyp = hyps[min(rank, len(hyps) - 1)]
+        tagged = item.layout.tagged.get(u)
+        if tagged is None:
+            return self.tokenizer.decode(hyp.tokens)
+        if (u, rank) not in item.placed:
+            src = source_words(self.tokenizer, tagged.text, len(self.prefix))
+            out = target_words(self.tokenizer, hyp.tokens)
+            item.placed[u, rank] = place(tagged, src, out, hyp.alignment, item.layout.escape)
+        return item.placed[u, rank].text

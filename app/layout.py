@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import html
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from app.inline import Tagged
 
 
 @dataclass
@@ -13,11 +15,13 @@ class Layout:
     pieces: list[str | int]
     units: list[str]
     escape: bool = False  # HTML: translated text is escaped when put back
+    tagged: dict[int, Tagged] = field(default_factory=dict)  # units whose inline tags go back by alignment
+    fallbacks: int = 0  # tags kept today's way (text between them translated apart) though asked to align
 
-    def render(self, text: str) -> str:
-        """A unit's translated text as it appears in the output."""
-        return html.escape(text, quote=False) if self.escape else text
+    def render(self, text: str, unit: int | None = None) -> str:
+        """A unit's translated text as it appears in the output (a tagged unit's is markup already)."""
+        return html.escape(text, quote=False) if self.escape and unit not in self.tagged else text
 
     def join(self, translations: list[str]) -> str:
         """Put translated units back between the literal pieces."""
-        return "".join(self.render(translations[p]) if isinstance(p, int) else p for p in self.pieces)
+        return "".join(self.render(translations[p], p) if isinstance(p, int) else p for p in self.pieces)

@@ -87,6 +87,8 @@ class Plan:
             "placeholders": ask.placeholders,
             "ignore_tags": sorted(ask.ignore_tags),
         }
+        if ask.markup:
+            options["inline"] = "aligned"  # inline tags put back by alignment (not what an older server cached)
         source = self.route.source
         keys = []
         for i, text in enumerate(texts):
@@ -109,7 +111,7 @@ def plan(service: Service, ask: Ask, texts: list[str]) -> Plan:
             raise ApiError(422, "validation", f"q[{i}]: must not be empty")
     planned = plan_route(service, ask, texts)
     skip = SKIP_TAGS | ask.ignore_tags
-    cut = partial(html_layout, skip=skip) if ask.markup else plain_layout
+    cut = partial(html_layout, skip=skip, inline=True) if ask.markup else plain_layout
     spells, source = planned.route.entry.checkpoint.tokenizer.spells, planned.route.source
     keep = lambda text: union(find_spans(text, spells, placeholders=ask.placeholders), planned.keep(text))  # noqa: E731
     # what the vocabulary cannot spell (placeholders, if asked; the glossary's do-not-translate terms) stays as it is

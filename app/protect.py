@@ -10,6 +10,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from app.inline import Tag
 from app.layout import Layout
 
 PRINTF = r"%(?:\(\w+\))?(?:\d+\$)?[-+#0]*(?:\d+|\*)?(?:\.\d+)?(?:hh|h|ll|l|L|z|j|t)?[diouxXeEfFgGcrsa@%]"
@@ -17,6 +18,8 @@ BRACE = r"\{\{?[\w.:-]*\}?\}"  # {0} {name} {{name}} {}
 MARKUP = r"</?[A-Za-z][^<>]*>|&(?:#\d+|#x[0-9a-fA-F]+|\w+);"  # inline tags and character references
 ICU = re.compile(r"\{\s*\w+\s*,\s*(?:plural|select|selectordinal)\s*,")  # kept whole, with its branches
 LETTER = re.compile(r"[^\W\d_]")
+TAG_SHAPE = re.compile(r"<(/?)([A-Za-z][\w:.-]*)[^<>]*>")  # one inline tag: close?, name
+VOID = frozenset({"br", "wbr", "img", "hr"})
 
 Spells = Callable[[str], bool]
 Span = tuple[int, int]
@@ -59,22 +62,38 @@ def find_spans(text: str, spells: Spells, placeholders: bool = False, markup: bo
 def split_layout(layout: Layout, find: Callable[[str], list[Span]]) -> Layout:
     """The layout with every span of its units as a literal piece; text between spans stays translated (a piece
     with no letter, such as ", " between two placeholders, stays literal too)."""
-    out = Layout([], [], escape=layout.escape)
+    out = Layout([], [], escape=layout.escape, fallbacks=layout.fallbacks)
     for piece in layout.pieces:
         text = layout.units[piece] if isinstance(piece, int) else None
         spans = find(text) if text is not None else []
+        tagged = layout.tagged.get(piece) if text is not None else None
+        if tagged is not None and spans:  # kept spans inside: its tags literal, the text between them translated
+            out.fallbacks += len(tagged.tags)
+            for kind, part in tagged.pieces():
+                if kind == "tag":
+                    out.pieces.append(part)
+                else:
+                    _split_text(out, part, find(part))
+            continue
         if not spans:
             out.pieces.append(len(out.units) if text is not None else piece)
             if text is not None:
+                if tagged is not None:
+                    out.tagged[len(out.units)] = tagged
                 out.units.append(text)
             continue
-        pos = 0
-        for start, end in [*spans, (len(text), len(text))]:
-            _add_piece(out, text[pos:start])
-            if start < end:
-                out.pieces.append(out.render(text[start:end]))
-            pos = end
+        _split_text(out, text, spans)
     return out
+
+
+def _split_text(out: Layout, text: str, spans: list[Span]) -> None:
+    """Text with its kept spans as literal pieces, the text between them as units."""
+    pos = 0
+    for start, end in [*spans, (len(text), len(text))]:
+        _add_piece(out, text[pos:start])
+        if start < end:
+            out.pieces.append(out.render(text[start:end]))
+        pos = end
 
 
 def _add_piece(layout: Layout, text: str) -> None:
@@ -153,6 +172,26 @@ class Masked:
             out += text
         return out
 
+    def aligned(self) -> list[str | Tag] | None:
+        """The segment as the model sees it with alignment: run marks and inline tags (XLIFF codes, srt and PO tags)
+        as tags that go back around the aligned words (not in the model's text), other kept spans in the text as
+        numbers; None when it has neither."""
+        tags = [_as_tag(p) if isinstance(p, Mark) else None for p in self.parts]
+        if not any(tags):
+            return None
+        run: list[str | Tag] = []
+        for k, (part, tag) in enumerate(zip(self.parts, tags, strict=True)):
+            if tag is not None:
+                run.append(tag)
+            elif isinstance(part, Mark):
+                prev = self.parts[k - 1] if k else ""
+                nxt = self.parts[k + 1] if k + 1 < len(self.parts) else ""
+                gap = [" " * (isinstance(t, str) and t[-1:].isalnum()) for t in (prev, nxt[:1])]
+                run.append(gap[0] + part.token + gap[1])
+            else:
+                run.append(part)
+        return run
+
     @property
     def pieces(self) -> list[str]:
         """The texts between marks that have a letter, stripped: what the fallback translates one by one."""
@@ -173,12 +212,13 @@ class Masked:
                 out.append(translations.get(part.strip(), part.strip()) if LETTER.search(part) else part.strip())
         return " ".join(p for p in out if p)
 
-    def restore(self, output: str, escape: Callable[[str], str] = str) -> list[Chunk] | None:
-        """Chunks of the translation with spans put back, or None unless every mark occurs once, runs nested."""
+    def restore(self, output: str, escape: Callable[[str], str] = str, spaced: bool = False) -> list[Chunk] | None:
+        """Chunks of the translation with spans put back, or None unless every mark occurs once, runs nested (with
+        `spaced`, the output's whitespace around marks is kept, else the source's)."""
         found = [output]
         if self.marks:
             tokens = "|".join(re.escape(t) for t in self.marks)
-            found = re.split(rf"(?<!\d)({tokens})(?!\d)", output)
+            found = re.split(rf"(?:\x00|(?<![\d\x00]))({tokens})(?:\x00|(?![\d\x00]))", output)  # \x00: aligned
         used = [self.marks[t] for t in found[1::2]]
         if sorted(m.token for m in used) != sorted(self.marks) or not _nested(used):
             return None
@@ -194,11 +234,27 @@ class Masked:
                 continue
             left = self.marks[found[i - 1]] if i else None
             right = self.marks[found[i + 1]] if i + 1 < len(found) else None
+            if spaced:  # placed by alignment at the translation's word edges: its own spacing
+                chunks[-1].text += escape(text)
+                continue
             text = text.lstrip() if left else text
             text = text.rstrip() if right else text
             before, after = left.after if left else "", right.before if right else ""
             chunks[-1].text += escape(text).join([before, after]) if text else before or after
         return [c for c in chunks if c.text]
+
+
+def _as_tag(mark: Mark) -> Tag | None:
+    """A run mark, or a span that is one inline tag, as a tag placed by alignment (its text: the mark's number)."""
+    token = f"\x00{mark.token}\x00"  # apart from any digit beside it (restore with `spaced` reads it so)
+    if mark.kind != "span":
+        return Tag(token, mark.kind, 0, f"run {mark.value}")
+    shape = TAG_SHAPE.fullmatch(mark.value)
+    if shape is None:
+        return None
+    name = shape.group(2).lower()
+    kind = "close" if shape.group(1) else "void" if mark.value.endswith("/>") or name in VOID else "open"
+    return Tag(token, kind, 0, name)
 
 
 def _nested(marks: list[Mark]) -> bool:

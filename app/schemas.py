@@ -89,6 +89,9 @@ class Details(BaseModel):
     total_ms: float
     cached: bool = Field(False, description="answered from the translation cache (queue_ms and total_ms are 0)")
     glossary: list[GlossaryTerm] | None = Field(None, description="with a glossary: the entries the text matched")
+    markup_fallbacks: int | None = Field(
+        None, description="format html/xml with inline tags: tags not placed by the decoder's alignment"
+    )
 
 
 class TranslateResponse(BaseModel):

@@ -72,7 +72,10 @@ def item_answer(job: Job, item: Item, ask: Ask) -> dict:
         "total_ms": round(max((r.total_s for r in results), default=0.0) * 1000, 3),
         "cached": False,
     }
-    return {"text": job.texts(item), "alternatives": alternatives(job, item, ask.alternatives), "details": details}
+    text = job.texts(item)
+    if item.layout.tagged or item.layout.fallbacks:  # inline tags: how many were not placed by alignment
+        details["markup_fallbacks"] = item.fallbacks
+    return {"text": text, "alternatives": alternatives(job, item, ask.alternatives), "details": details}
 
 
 def assemble(answers: list[dict], body: TranslateRequest, detected: dict | None) -> dict:

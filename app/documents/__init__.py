@@ -46,18 +46,23 @@ def styled_runs(texts: list[str], keys: list[object]) -> Runs:
 
 
 def assign(chunks: list[Chunk], runs: Runs) -> list[str]:
-    """The text of every run: styled chunks go to their own run, base chunks to the next base run in order."""
+    """The text of every run: styled chunks go to their own run, base chunks to the next base run in order; when
+    that would reorder the text (the translation moved a run before another), chunks fill the runs in order."""
     texts = [""] * len(runs)
     base = [i for i, (_, styled) in enumerate(runs) if not styled] or [0]
-    last = -1
+    last, order = -1, []
     for chunk in chunks:
         if chunk.run is not None and runs[chunk.run][1]:
             index = chunk.run
         else:
             later = [i for i in base if i > last]
             index = later[0] if later else max((i for i in base if i <= last), default=base[0])
-        texts[index] += chunk.text
+        order.append(index)
         last = index
+    if order != sorted(order):  # the translation moved a run: its words stay in order, runs filled one by one
+        order = [min(k, len(runs) - 1) for k in range(len(chunks))]
+    for chunk, index in zip(chunks, order, strict=True):
+        texts[index] += chunk.text
     return texts
 
 

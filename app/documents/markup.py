@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import io
 import posixpath
 import zipfile
@@ -19,13 +20,28 @@ XHTML = "application/xhtml+xml"
 
 
 class HtmlFile:
-    """An .html (or XHTML) file: each sentence of each text node is a segment; markup, script, style, code, pre and
-    elements marked translate="no" stay byte for byte."""
+    """An .html (or XHTML) file: each sentence is a segment (inline tags inside it go back by alignment); markup,
+    script, style, code, pre and elements marked translate="no" stay byte for byte."""
 
     def __init__(self, data: bytes, kind: str = "html"):
-        self.layout = html_layout(decode(data, kind), split=True)
-        self.translations = list(self.layout.units)
-        self.segments: list[Segment] = [one_run(u, self._writer(i)) for i, u in enumerate(self.layout.units)]
+        self.layout = html_layout(decode(data, kind), split=True, inline=True)
+        self.translations = [self._markup(i, u) for i, u in enumerate(self.layout.units)]
+        self.segments: list[Segment] = [self._segment(i, u) for i, u in enumerate(self.layout.units)]
+
+    def _markup(self, i: int, unit: str) -> str:
+        """Unit i as it stands in the file: its text, with its inline tags (escaped text) when it has some."""
+        tagged = self.layout.tagged.get(i)
+        if tagged is None:
+            return unit
+        return "".join(p if kind == "tag" else html.escape(p, quote=False) for kind, p in tagged.pieces())
+
+    def _segment(self, i: int, unit: str) -> Segment:
+        """Unit i as a segment: a sentence with inline tags keeps them as markup, put back by alignment."""
+        tagged = self.layout.tagged.get(i)
+        if tagged is None:
+            return one_run(unit, self._writer(i))
+        text = "".join(p for _, p in tagged.pieces())
+        return one_run(text, self._writer(i), markup=True, escape=lambda t: html.escape(t, quote=False))
 
     def _writer(self, i: int):
         """Keep unit i's translation."""

@@ -13,11 +13,13 @@ from collections import Counter
 from app.documents import Document, Segment
 from app.errors import ApiError
 from app.glossaries.apply import union
+from app.inline_cut import add_tagged
 from app.job import TooLong
+from app.layout import Layout
 from app.planner import Plan
 from app.protect import Masked, find_spans
 from app.settings import Settings
-from app.text import plain_layout
+from app.text import plain_layout, sentences
 
 
 class Rounds:
@@ -34,7 +36,12 @@ class Rounds:
         unique = list(dict.fromkeys(texts))
         if not unique:
             return {}
-        layouts = [plain_layout(t, True) for t in unique]
+        return dict(zip(unique, await self.run([plain_layout(t, True) for t in unique], unique), strict=True))
+
+    async def run(self, layouts: list[Layout], sources: list[str]) -> list[str]:
+        """Each layout's translation (of its source text), from one job (units with tags: placed by alignment)."""
+        if not layouts:
+            return []
         try:
             job = self.plan.job(layouts, self.settings)
         except TooLong as exc:
@@ -47,9 +54,9 @@ class Rounds:
             job.abort()
             raise
         await job.wait_all(progress=self._count)
-        out = {text: job.texts(item) for text, item in zip(unique, job.items, strict=True)}
+        out = [job.texts(item) for item in job.items]
         if self.plan.glossary is not None:
-            for text, translation in out.items():
+            for text, translation in zip(sources, out, strict=True):
                 for e in self.plan.glossary.report(self.plan.glossary.matched(text), translation):
                     tally = self.terms.setdefault((e["source"], e["target"]), [0, 0])
                     tally[0], tally[1] = tally[0] + 1, tally[1] + e["applied"]
@@ -84,10 +91,20 @@ async def translate_document(doc: Document, rounds: Rounds) -> int:
         m = Masked(seg.runs, lambda t, s=seg: union(find_spans(t, spells, True, markup=s.markup), plan.keep(t)))
         if m.translatable:
             masked[id(seg)] = (seg, m)
-    first = await rounds.translate([m.text for _, m in masked.values()])
+    runs = {key: m.aligned() for key, (_, m) in masked.items()}  # runs, XLIFF codes, srt/PO tags: by alignment
+    aligned = {key: _aligned_layout(run) for key, run in runs.items() if run is not None}
+    aligned = {key: layout for key, layout in aligned.items() if layout is not None}
+    texts = list(dict.fromkeys(m.text for key, (_, m) in masked.items() if key not in aligned))
+    first, placed_by = {}, {}  # run marks and inline tags put back by alignment: placed_by
+    if aligned:  # one job for both
+        layouts = [plain_layout(t, True) for t in texts] + list(aligned.values())
+        outs = await rounds.run(layouts, texts + [masked[key][1].text for key in aligned])
+        first, placed_by = dict(zip(texts, outs, strict=False)), dict(zip(aligned, outs[len(texts) :], strict=True))
+    else:
+        first = await rounds.translate(texts)
     retry = []
-    for seg, m in masked.values():
-        if not _write(seg, m, first[m.text]):
+    for key, (seg, m) in masked.items():
+        if not _write(seg, m, placed_by[key] if key in aligned else first[m.text], key in aligned):
             retry.append((seg, m))
     pieces = await rounds.translate([p for _, m in retry for p in m.pieces])
     flagged = 0
@@ -98,9 +115,16 @@ async def translate_document(doc: Document, rounds: Rounds) -> int:
     return flagged
 
 
-def _write(seg: Segment, masked: Masked, output: str) -> bool:
-    """Write a segment's translation if every mark came back once and no placeholder was added by the model."""
-    chunks = masked.restore(output, seg.escape)
+def _aligned_layout(run: list) -> Layout | None:
+    """A segment's runs as units whose run marks go back by alignment (None when they do not nest)."""
+    layout = Layout([], [])
+    return layout if add_tagged(layout, run, sentences) else None
+
+
+def _write(seg: Segment, masked: Masked, output: str, aligned: bool = False) -> bool:
+    """Write a segment's translation if every mark came back once and no placeholder was added by the model (marks
+    placed by alignment keep the translation's spacing)."""
+    chunks = masked.restore(output, seg.escape, spaced=aligned)
     if chunks is None:
         return False
     if _placeholders("".join(c.text for c in chunks), seg.markup) != _placeholders(seg.text, seg.markup):

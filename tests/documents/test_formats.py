@@ -150,3 +150,39 @@ def test_html_and_txt(builtin):
     assert "p { color: red }" in html and "❤️" in html
     text = translate_file(builtin.url, "a.txt", build.TEXT.encode()).decode()
     assert text == f"{want['Good morning.']}\n\n  {want['Where is the station?']}\n{want['The house is big.']}\n"
+
+
+def test_docx_runs_cost_nothing(builtin):
+    """Runs go back by alignment: the paragraph's text, runs ignored, is the plain translation of its text; the bold
+    run holds the word aligned to "very" (issue 48)."""
+    doc = docx.Document()
+    para = doc.add_paragraph("The ")
+    para.add_run("help page").bold = True
+    para.add_run(" explains how to install the program.")
+    buffer = io.BytesIO()
+    doc.save(buffer)
+    out = docx.Document(io.BytesIO(translate_file(builtin.url, "a.docx", buffer.getvalue()))).paragraphs[0]
+    plain = "The help page explains how to install the program."
+    assert " ".join(out.text.split()) == " ".join(oracle(builtin.url, [plain])[plain].split())
+    assert [r.bold for r in out.runs] == [None, True, None]
+    assert out.runs[1].text.strip() == "página de ayuda"
+    styled = docx.Document(io.BytesIO(translate_file(builtin.url, "b.docx", build.word()))).paragraphs[4]
+    assert [r.text.strip() for r in styled.runs if r.bold] == ["muy"]
+
+
+def test_xliff_codes_go_back_by_alignment(builtin):
+    """An XLIFF paired code goes around the word aligned to the word it enclosed (issue 48)."""
+    root = etree.fromstring(translate_file(builtin.url, "a.xlf", build.XLIFF12.encode()))
+    ns = {"x": root.nsmap[None]}
+    target = root.findall(".//x:trans-unit", ns)[1].find("x:target", ns)
+    code = target[0]
+    assert code.text.strip() == "aquí", etree.tostring(target)
+
+
+def test_html_file_inline_tags_cost_nothing(builtin):
+    """An .html file: a sentence with a link reads as the plain translation, the link around the aligned words."""
+    source = '<html><body><p>The <a href="/help">help page</a> explains how to install the program.</p></body></html>'
+    out = translate_file(builtin.url, "a.html", source.encode()).decode()
+    plain = "The help page explains how to install the program."
+    assert '<a href="/help">página de ayuda</a>' in out
+    assert re.sub(r"<[^>]+>", "", out) == oracle(builtin.url, [plain])[plain]
