@@ -19,6 +19,7 @@ from app.metrics import Metrics, Tally
 from model.runner import Runner
 from model.runner.align import alignments
 from model.runner.constraints import Words
+from model.runner.fallback import redo
 from model.runner.loop import DecodeLoop
 from model.runner.search import Hypothesis, Request, StepOutput
 from model.runner.state import Encoded
@@ -51,6 +52,7 @@ class EngineCore:
         self.requests: dict[tuple[bytes, int], EngineRequest] = {}  # waiting and running, by key
         self.running: dict[tuple[bytes, int], EngineRequest] = {}
         self.loop = DecodeLoop(model, overlap, words)  # the running batch and the decode step in flight
+        self.starts = words.starts.tolist() if words is not None else None  # target tokens that start a word
         self.reserved = 0  # cache tokens reserved by running requests
         self.outbox: dict[bytes, Update] = {}
         self.last_step = 0.0  # when the previous decode step's tokens came out
@@ -248,8 +250,12 @@ class EngineCore:
         req.status = Status.FINISHED
 
     def _finish(self, req: EngineRequest, hyps: list[Hypothesis] | None, now: float) -> None:
-        """Count a finished request and send its result (aborted ones, hyps None, are only counted)."""
+        """Count a finished request and send its result (aborted ones, hyps None, are only counted); one whose output
+        misses a placed glossary term is decoded once more with it forced where its source aligns (not streamed ones:
+        their text is out)."""
         self._release(req)
+        if hyps and not req.stream and self._retried(req, hyps[0]):
+            return
         queue_s, total_s = (req.admitted or now) - req.arrival, now - req.arrival
         generated = len(hyps[0].tokens) if hyps else 0
         m = self.metrics
@@ -264,6 +270,18 @@ class EngineCore:
             best = [Hyp(list(h.tokens), h.score, h.finish_reason, places[i] if places else [])
                     for i, h in enumerate(hyps)]  # fmt: skip
             self._box(req.front).results.append(Result(req.id, best, queue_s, total_s))
+
+    def _retried(self, req: EngineRequest, best: Hypothesis) -> bool:
+        """Whether the request is queued again with a missing glossary term forced (`model.runner.fallback`)."""
+        if not req.params.constraint_spans or self.starts is None:
+            return False
+        params = redo(self.loop.runner, self.starts, req.src, req.params, best.tokens)
+        if params is None:
+            return False
+        again = EngineRequest(req.src, params, req.id, req.front, req.stream, req.arrival)
+        self.requests[again.key] = again
+        self.scheduler.add(again)
+        return True
 
     def _fail(self, req: EngineRequest, message: str, error_type: str = "generation") -> None:
         """Send a request its error (failures are counted once, by the front that answers them)."""

@@ -119,7 +119,8 @@ class Constraints:
         last = (align > 0).long().cumsum(1).argmax(1)[:, None]  # (N, 1) the last source token (padding weighs 0)
         waiting = self.placed & (self.budget < 0)
         budget = torch.where(waiting & reached, WINDOW_WORDS, self.budget)
-        budget = budget.masked_fill((peak == last) & (self.matched == 0) & ~(waiting & reached), 0)  # the end: passed
+        passed = self.placed & (peak == last) & (self.matched == 0) & ~(waiting & reached)  # the end: passed
+        budget = budget.masked_fill(passed, 0)
         looking = self.placed & (own <= peak) & (peak < end)
         return Constraints(self.tokens, self.length, self.matched, self.met, self.span, budget, self.fresh, looking)
 

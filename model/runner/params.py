@@ -34,6 +34,7 @@ class DecodeParams:
     constraints: tuple[tuple[int, ...], ...] = ()  # token sequences the output must contain (a glossary's targets)
     constraint_spans: tuple[Span, ...] = ()  # each one's source span: placed by alignment
     align: bool = False  # return each output token's source position with the result (markup put back by it)
+    prefix: tuple[int, ...] = ()  # the output's first tokens, forced (a glossary term's fallback: the output up to it)
 
     def __post_init__(self) -> None:
         checks = [
@@ -52,8 +53,9 @@ class DecodeParams:
             (not self.constraints or self.beam_size >= constrained_beam(self.constraints, 0), "constraints need a "
              "beam of at least constrained_beam(constraints, 0) (DecodeParams.constrained raises it)"),
             (len(self.constraint_spans) in (0, len(self.constraints)), "constraint_spans: one per constraint"),
-            (all(0 <= w <= a < b for w, a, b in self.constraint_spans), "constraint_spans: each (window, start, end), "
-             "0 <= window <= start < end"),
+            (all(0 <= w <= a < b or w == a == b == -1 for w, a, b in self.constraint_spans), "constraint_spans: "
+             "each (window, start, end), 0 <= window <= start < end, or (-1, -1, -1): placed anywhere"),
+            (len(self.prefix) < self.max_new_tokens, "prefix must be shorter than max_new_tokens"),
             (not (self.sampling and self.constraints), "constraints work with greedy and beam search, not sampling"),
         ]
         for ok, message in checks:
@@ -77,7 +79,10 @@ class DecodeParams:
         return self.beam_size > 1 or self.return_scores
 
     def forced_token(self, steps: int, eos_id: int) -> int | None:
-        """The token the next step must take after `steps` generated ones: forced BOS first, EOS at the limit."""
+        """The token the next step must take after `steps` generated ones: the prefix's, forced BOS first, EOS at the
+        limit."""
+        if steps < len(self.prefix):
+            return self.prefix[steps]
         if steps == 0 and self.forced_bos_id is not None:
             return self.forced_bos_id
         if self.forced_eos and steps == self.max_new_tokens - 1:

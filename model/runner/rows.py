@@ -52,7 +52,7 @@ class RowTable:
     filtered: bool  # a sampled row keeps only its top-k or top-p
     scored: bool  # a row keeps log-probabilities
     beam_rows: int  # rows of beam groups
-    forcing: list[tuple[int, DecodeParams]] = host_field()  # rows that may be forced a token (BOS, EOS at the limit)
+    forcing: list[tuple[int, DecodeParams]] = host_field()  # rows that may be forced a token (prefix, BOS, EOS)
     is_beam: Tensor | None
     sampled_at: Tensor | None
     warp: Tensor | None
@@ -87,7 +87,7 @@ class RowTable:
             places, params, beams, sampled,
             any(params[r].top_k > 0 or params[r].top_p < 1 for r in sampled),
             any(p.scored for p in params), n_beam,
-            [(r, p) for r, p in enumerate(params) if p.forced_bos_id is not None or p.forced_eos],
+            [(r, p) for r, p in enumerate(params) if p.forced_bos_id is not None or p.forced_eos or p.prefix],
             get("is_beam", Tensor.bool), get("sampled_at", Tensor.long), get("warp", Tensor.float),
             get("seeds", Tensor.long), get("min_new", Tensor.long), Penalties.of(params, device),
             _beams(t, groups, beams) if beams else None,

@@ -4,12 +4,14 @@ failed decode step, join or filter fails the requests it touched and the core go
 
 from __future__ import annotations
 
+import time
+
 import pytest
 import torch
 
 from app.engine.build import make_core as engine_core
 from app.engine.messages import Update
-from app.settings import Settings
+from app.settings import BUILTIN, Settings
 from model.runner.beams import BeamState
 from model.runner.state import DecodeState
 from tests.app.inprocess import POISON, TEXTS, make_core, oracle, rounds, submit
@@ -209,3 +211,26 @@ def test_cpu_budget_fits_max_batch_size_requests_of_any_beam(checkpoint):
     assert limits.max_batch_tokens <= 64 * 8 * (256 + 512)
     limits = engine_core("en-es", checkpoint.model, Settings(max_batch_rows=12, max_batch_tokens=99)).scheduler.limits
     assert (limits.max_batch_rows, limits.max_batch_tokens) == (12, 99)
+
+
+def test_a_missed_glossary_term_is_decoded_again_with_it_forced():
+    # catches: the core sending a result that misses a placed term (no retry), or retrying a streamed request
+    from app.engine.messages import Submit, WireUnit
+    from model.loading.checkpoint import load
+    from model.runner.constraints import Words
+    from model.runner.params import DecodeParams
+    from tests.app.inprocess import FRONT
+
+    ck = load(BUILTIN)
+    tok = ck.tokenizer
+    words = Words.of(tok.target_pieces(ck.config.tgt_vocab_size), torch.device("cpu"))
+    core = engine_core("en-es", ck.model, Settings(), words=words)
+    en = "Settings changed, restart the app to apply them."
+    spans = tuple(tok.source_spans(en, [(0, 8), (en.index("app"), en.index("app") + 3)], lead=1))
+    terms = tuple(tuple(tok.encode_target(t)) for t in ("Configuración", "aplicación"))
+    params = DecodeParams(max_new_tokens=64).constrained(terms, spans=spans)
+    for stream in (False, True):
+        core.submit(FRONT, Submit(1, params, [WireUnit(7, tok.encode(en))], stream, time.monotonic()))
+        (result,) = [r for u in rounds(core) for r in u.results]
+        out = tok.decode(result.hypotheses[0].tokens)
+        assert ("Configuración" in out) != stream, out  # streamed: its text is out, no retry

@@ -10,6 +10,8 @@ import torch
 from app.settings import BUILTIN
 from model.loading.checkpoint import load
 from model.runner.constraints import Words
+from model.runner.eager import Eager
+from model.runner.fallback import missing, redo
 from model.runner.generate import generate
 from model.runner.params import DecodeParams
 from model.runner.search import Request
@@ -89,3 +91,22 @@ def test_glossary_terms_stand_where_their_source_is_translated():
         assert len(re.findall(rf"(?<!\w){target}(?!\w)", out)) == en.count(term), out
         assert out.endswith(".") and out.count(".") == 1, out  # nothing after the sentence's end
     assert "cartera" not in outs[1] and "balda" not in outs[2] and "La foto" in outs[3], outs
+
+
+def test_a_term_whose_window_passed_is_forced_where_its_source_aligns():
+    # catches: a missed term left out (or appended), or a retry that changes the words before the term's place
+    ck = load(BUILTIN)
+    tok, runner = ck.tokenizer, Eager(ck.model)
+    words = Words.of(tok.target_pieces(ck.config.tgt_vocab_size), torch.device("cpu"))
+    en = "Settings changed, restart the app to apply them."
+    terms = tuple(tuple(tok.encode_target(t)) for t in ("Configuración", "aplicación"))
+    spans = tuple(tok.source_spans(en, [(0, 8), (en.index("app"), en.index("app") + 3)], lead=1))
+    params, src = DecodeParams(max_new_tokens=64).constrained(terms, spans=spans), tok.encode(en)
+    with torch.inference_mode():
+        first = generate(runner, [Request(0, src, params)], words=words)[0][0]
+        assert missing(params, first.tokens) == 0  # this model writes "Preferencias cambiaron, ..."
+        again = redo(runner, words.starts.tolist(), src, params, first.tokens)
+        second = generate(runner, [Request(0, src, again)], words=words)[0][0]
+    out = tok.decode(second.tokens)
+    assert out.startswith("Configuración ") and "Preferencias" not in out and out.count("Configuración") == 1, out
+    assert missing(again, second.tokens) is None and redo(runner, [], src, again, second.tokens) is None

@@ -1,0 +1,53 @@
+"""A glossary term the decoder could not place (its window passed without it): decode again with the output up to the
+word the term's source aligns to, and the term, forced; the words after it follow the term."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from model.runner import Runner
+from model.runner.align import alignments
+from model.runner.params import DecodeParams
+
+ANYWHERE = (-1, -1, -1)  # a constraint's span when it is placed by the prefix
+
+
+def missing(params: DecodeParams, tokens: list[int]) -> int | None:
+    """The first constraint the output `tokens` does not hold (a term wanted twice needs two occurrences), or None."""
+    for j, term in enumerate(params.constraints):
+        wanted = params.constraints[: j + 1].count(term)
+        if _count(tokens, term) < wanted:
+            return j
+    return None
+
+
+def _count(tokens: list[int], term: tuple[int, ...]) -> int:
+    """Occurrences of `term` in `tokens`."""
+    n = len(term)
+    return sum(tuple(tokens[i : i + n]) == term for i in range(len(tokens) - n + 1))
+
+
+def redo(
+    runner: Runner, starts: list[bool], src: list[int], params: DecodeParams, tokens: list[int]
+) -> DecodeParams | None:
+    """The parameters that decode `src` again with its first missing placed term forced where its source aligns in
+    the output `tokens` (at the start of the word there; `starts`: each target token starts a word) after the prefix
+    forced so far, or None when nothing is missing, the missing term was forced already, or nothing of the output
+    after the prefix aligns to the term's source. Each retry forces one more term: there are at most as many."""
+    j = missing(params, tokens) if params.constraint_spans else None
+    if j is None or params.constraint_spans[j] == ANYWHERE:
+        return None
+    window, start, end = params.constraint_spans[j]
+    places = list(enumerate(alignments(runner, [(src, tokens)])[0]))[len(params.prefix) :]
+    at = next((t for t, p in places if start <= p < end), None)
+    if at is None:
+        at = next((t for t, p in places if window <= p < end), None)
+    if at is None:
+        return None
+    while at > len(params.prefix) and not starts[tokens[at]]:
+        at -= 1
+    prefix = (*tokens[:at], *params.constraints[j])
+    if len(prefix) >= params.max_new_tokens:
+        return None
+    spans = tuple(ANYWHERE if k == j else s for k, s in enumerate(params.constraint_spans))
+    return dataclasses.replace(params, prefix=prefix, constraint_spans=spans)
