@@ -88,6 +88,8 @@ def test_every_feature_works_in_the_slim_image(served):
     many = ok(url, [HOUSE[0], "Hello world."], alternatives=1, parameters={"beam_size": 3, "return_scores": True})
     assert many["translatedText"][0] == HOUSE[1] and len(many["alternatives"]) == 2
     assert ok(url, "<p>The house is <b>big</b>.</p>", format="html")["translatedText"].startswith("<p>")
+    glossary = ok(url, HOUSE[0], glossary={"house": "vivienda"})  # terms placed by alignment (SentencePiece offsets)
+    assert glossary["details"]["glossary"][0]["applied"], glossary
     sampled = [ok(url, HOUSE[0], parameters={"temperature": 0.8, "seed": 7})["translatedText"] for _ in range(2)]
     assert sampled[0] == sampled[1]
     assert ok(url, "The house is big. The dog is small. " * 8, parameters={"split_sentences": True})
