@@ -95,14 +95,18 @@ class Graphs:
         keys repeat."""
         return min(max(32, 1 << (used - 1).bit_length()), limit) if self.enabled else used
 
+    def eager(self, work: Callable, plan: Hashable, refs: tuple[Tensor, ...], args: tuple) -> Any:
+        """work(plan, refs, args), run now (with `check`, host-only fields None, as a graph reads them)."""
+        if self.check:
+            tensors: list[Tensor] = []
+            flatten(args, tensors, strict=False)
+            args = rebuild(args, iter(tensors))
+        return work(plan, refs, args)
+
     def run(self, work: Callable, plan: Hashable, refs: tuple[Tensor, ...], args: tuple) -> Any:
         """work(plan, refs, args): replayed when this key was captured, captured the second time it is met."""
         if not self.enabled:
-            if self.check:
-                tensors: list[Tensor] = []
-                flatten(args, tensors, strict=False)
-                args = rebuild(args, iter(tensors))
-            return work(plan, refs, args)
+            return self.eager(work, plan, refs, args)
         tensors = []
         try:
             shape = flatten(args, tensors)

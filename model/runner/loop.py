@@ -145,7 +145,9 @@ class DecodeLoop:
         plan = Plan(cfg, graphs.span(st.max_length, st.pool.sizes[1]), st.device.type == "cpu")
         refs = (st.pool.positions[: st.rows], st.pool.k, st.pool.v)
         args = (logits, table, st.search, cons, forced, align, self.words if cons is not None else None)
-        st.search, st.tokens, st.constraints, picked, flat = graphs.run(work, plan, refs, args)
+        placed_or_forced = align is not None or (cons is not None and forced is not None)
+        run = graphs.eager if placed_or_forced else graphs.run  # terms placed or forced: not proven as graphs yet
+        st.search, st.tokens, st.constraints, picked, flat = run(work, plan, refs, args)
         places = st.search.score.shape[1]
         return Pending(ran, picked, start_fetch(flat), st.rows, table.beam.groups if table.beam else 0, places)
 

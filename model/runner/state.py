@@ -66,7 +66,7 @@ class DecodeState:
         steps = [s.steps for s in self.seqs]
         self.max_length, self.uniform = max(steps, default=0), len(set(steps)) <= 1
         self.src_len = max((s.src_len for s in self.seqs), default=0)
-        self.placed = any(s.params.constraint_spans for s in self.seqs)
+        self.placed = any(w >= 0 for s in self.seqs for w, _, _ in s.params.constraint_spans)
 
     # --- what the host knows, without a device sync ---------------------------------------------------
     @property

@@ -157,3 +157,18 @@ def test_on_cuda_the_step_work_replays_as_graphs_equal_to_eager(model):
         results.append(_run(static, ROUNDS, False, GRAPHED)[0])
     assert results[0] == results[1]
     assert len(static.work) >= 3 and static.work.replays >= len(static.work)
+
+
+def test_a_batch_with_terms_placed_by_alignment_runs_its_work_eagerly(model):
+    # catches: a batch with placed constraints sent through the graphs (not proven there: it runs eagerly)
+    placed = DecodeParams(max_new_tokens=9).constrained(((5, 6), (9,)), spans=((0, 1, 2), (1, 2, 3)))
+    kinds = [*GRAPHED[:10], placed]
+    with torch.inference_mode():
+        torch.manual_seed(0)
+        want, _, made = _run(model, ROUNDS, False, kinds)
+        torch.manual_seed(0)
+        graphs = Emulated()
+        got, _, _ = _run(model, ROUNDS, False, kinds, work=graphs)
+    for r in made:
+        assert _same(got.get(r.id, []), want.get(r.id, [])), r.id
+    assert graphs.replays == 0 and len(graphs) == 0  # every round here has the placed request or none graphed
