@@ -7,14 +7,13 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.datastructures import UploadFile
-from starlette.types import Receive, Scope, Send
 
 from app.api.deps import DISCONNECT_CHECK_S, ERRORS, ServiceDep, validated
+from app.api.events import EventStream, event
 from app.api.glossaries import request_terms
-from app.api.translate import event
 from app.documents import Document
 from app.documents.formats import FORMATS, extension, open_document
 from app.documents.pipeline import Rounds, check_limits, translate_document
@@ -110,7 +109,8 @@ async def translate_file(request: Request, service: ServiceDep):
     job = FileJob(fields, filename, doc, rounds, direct)
     task = asyncio.create_task(job.finish(service, str(request.base_url)))
     if wants(request, "text/event-stream") and not direct:
-        return ProgressStream(progress(task, rounds, service), task, service)
+        service.inflight += 1
+        return EventStream(progress(task, rounds, service), task.cancel, service)
     service.inflight += 1
     try:
         result = await watch(task, request)
@@ -175,25 +175,6 @@ async def progress(task: asyncio.Task, rounds: Rounds, service: Service) -> Asyn
         yield event("done", task.result())
     except ApiError as exc:
         yield event("error", error_body(exc.message, exc.error_type))
-
-
-class ProgressStream(StreamingResponse):
-    """A file task's progress events, counted in flight (for draining) from now until the response ends however it
-    ends, even never started (its events never read); the task is cancelled then, so its engine work stops."""
-
-    def __init__(self, events: AsyncIterator[str], task: asyncio.Task, service: Service):
-        headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-        super().__init__(events, media_type="text/event-stream", headers=headers)
-        self.task, self.service = task, service
-        service.inflight += 1
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        try:
-            await super().__call__(scope, receive, send)
-        finally:
-            self.task.cancel()
-            self.service.inflight -= 1
-            await self.body_iterator.aclose()  # a write that failed left it at a yield (app.write_timeout)
 
 
 @router.get("/download_file/{name}", responses=ERRORS)

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
 
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse, StreamingResponse
-from starlette.types import Receive, Scope, Send
+from fastapi.responses import JSONResponse
 
 from app.api.deps import DISCONNECT_CHECK_S, ERRORS, Admitted, FieldsDep, ServiceDep, require, validated
+from app.api.events import EventStream, event
 from app.api.fields import FORM_TYPES
 from app.api.glossaries import request_terms
 from app.cache import cacheable
@@ -134,7 +133,7 @@ async def translate(request: Request, service: ServiceDep, fields: FieldsDep, _:
     if body.stream:
         job = planned.job(planned.layouts, service.settings, stream=True)
         await start(job, service)
-        return JobStream(sse(job, body, planned, service), job, service)
+        return EventStream(sse(job, body, planned, service), job.abort, service)
     return await answer(request, body, planned, service)
 
 
@@ -197,28 +196,6 @@ async def collect(job: Job, request: Request) -> None:
             raise ApiError(499, "client_closed", "client disconnected")
 
     await job.wait_all(check=client_gone, every=DISCONNECT_CHECK_S)
-
-
-class JobStream(StreamingResponse):
-    """The event stream of a job, released however the response ends (even when it never started)."""
-
-    def __init__(self, events: AsyncIterator[str], job: Job, service: Service):
-        headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-        super().__init__(events, media_type="text/event-stream", headers=headers)
-        self.job, self.service = job, service
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        try:
-            await super().__call__(scope, receive, send)
-        finally:
-            self.job.abort()
-            self.service.inflight -= 1
-            await self.body_iterator.aclose()  # a write that failed left it at a yield (app.write_timeout)
-
-
-def event(name: str, data: dict) -> str:
-    """One server-sent event."""
-    return f"event: {name}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
 
 
 def token_event(job: Job, i: int, u: int, ev: Event) -> str:
