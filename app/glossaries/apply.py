@@ -32,8 +32,10 @@ class GlossaryUse:
         return list(dict.fromkeys((m.source, m.target) for m in self.matcher.find(text)))
 
     def verbatim(self, text: str) -> list[tuple[int, int]]:
-        """Spans of the text matched by entries kept as they are (do-not-translate: target equals source)."""
-        return [(m.start, m.end) for m in self.matcher.find(text) if m.verbatim]
+        """Spans of the text matched by entries kept as they are (do-not-translate: target equals source) that the
+        model cannot write: they stay out of its input; the others are constraints of their sentence."""
+        spans = [(m.start, m.end) for m in self.matcher.find(text) if m.verbatim]
+        return [(a, b) for a, b in spans if not all(map(self.spells, text[a:b]))]
 
     def _target_ids(self, target: str) -> tuple[int, ...]:
         if target not in self._ids:
@@ -41,15 +43,15 @@ class GlossaryUse:
         return self._ids[target]
 
     def constraints(self, unit: str) -> tuple[Constraints, list[tuple[int, int]]]:
-        """The unit's constraints: the token ids of each matched target that differs from its source, one per
-        occurrence (a term found twice is wanted twice), capitalised where a capital starts the unit with it; and the
-        span of the unit each one translates."""
+        """The unit's constraints: the token ids of each matched target, one per occurrence (a term found twice is
+        wanted twice), capitalised where a capital starts the unit with it, or for a do-not-translate entry the text
+        as it is written there (the sentence stays whole around it); and the span of the unit each one translates."""
         start = len(unit) - len(unit.lstrip())
         found = []
         for m in self.matcher.find(unit):
             opens = m.start == start and unit[start : start + 1].isupper()  # the sentence starts with the term
-            target = m.target[:1].upper() + m.target[1:] if opens else m.target
-            if not m.verbatim and (ids := self._checked(m.source, target)):
+            target = unit[m.start : m.end] if m.verbatim else m.target[:1].upper() + m.target[1:] if opens else m.target
+            if ids := self._checked(m.source, target):
                 found.append((ids, (m.start, m.end)))
         if len(found) > self.max_constraints:
             raise ApiError(422, "validation", f"glossary: a sentence matches {len(found)} terms, over the "

@@ -45,16 +45,17 @@ def test_units_carry_their_own_constraints(served, checkpoint):
         assert all(e["applied"] == (e["target"] in text) for e in entries)
 
 
-def test_do_not_translate_terms_are_kept_without_a_constraint(served):
-    # catches: a verbatim entry sent as a constraint, or translated instead of kept as it is
+def test_do_not_translate_terms_keep_their_sentence_whole(served, checkpoint):
+    # catches: a do-not-translate term the model can write cutting its sentence in two (the words around it lose
+    # their grammar: "Encontré la respuesta Wikipedia"), or sent as the glossary's spelling instead of the text's
     seen = recorded(served.core)
     with front(service_with(served)) as client:
         r = client.post("/translate", json={"q": "I use Firefox every day", "source": "en", "target": "es",
                                             "glossary": {"firefox": "firefox"}})  # fmt: skip
-    answer = r.json()
-    assert "Firefox" in answer["translatedText"]  # kept as the text wrote it
-    assert all(p.constraints == () for p in seen) and len(seen) == 2  # the units around the kept term
-    assert answer["details"]["glossary"] == [{"source": "firefox", "target": "firefox", "applied": False}]
+    assert r.status_code == 200, r.text
+    (params,) = seen  # one unit: the whole sentence
+    assert params.constraints == (tuple(checkpoint.tokenizer.encode_target("Firefox")),)  # as the text writes it
+    assert len(params.constraint_spans) == 1
 
 
 def test_the_cache_key_holds_the_constraints(served):
@@ -89,7 +90,8 @@ def test_a_document_carries_the_glossary_on_every_segment(served, checkpoint):
         assert check.status_code == 404 and check.json()["error_type"] == "not_found"
     assert b"Firefox" in r.content
     cat = (tuple(checkpoint.tokenizer.encode_target("gato negro")),)
-    assert [p.constraints for p in seen if p.constraints] == [cat]  # the one unit with "cat", once
+    firefox = (tuple(checkpoint.tokenizer.encode_target("Firefox")),)  # kept as written, inside its sentence
+    assert [p.constraints for p in seen if p.constraints] == [cat, firefox]  # the units with "cat" and "Firefox"
     assert all(p.beam_size >= 2 for p in seen if p.constraints)
 
 

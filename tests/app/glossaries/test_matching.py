@@ -66,3 +66,14 @@ def test_a_target_the_model_cannot_write_is_refused_by_name():
     with pytest.raises(ApiError) as err:
         use.constraints("a cat")
     assert err.value.status == 422 and "glossary['cat']" in err.value.message and "\u2603" in err.value.message
+
+
+def test_a_do_not_translate_term_the_model_cannot_write_stays_out_of_its_input():
+    # catches: an unwritable verbatim term sent to the model (it would come back as something else)
+    from app.glossaries.apply import GlossaryUse
+
+    entries = (("Fire\u2603", "Fire\u2603"), ("Zed", "Zed"))
+    use = GlossaryUse(entries, lambda t: [len(t)], 3, spells=lambda c: c != "\u2603")
+    text = "Open Fire\u2603 and Zed"
+    assert use.verbatim(text) == [(5, 10)]  # kept out of the model's text; Zed is a constraint of the sentence
+    assert use.constraints("Open Zed now") == (((3,),), [(5, 8)])
