@@ -138,13 +138,16 @@ class Constraints:
     def after(self, rows: Tensor, tokens: Tensor) -> tuple[Tensor, Tensor]:
         """The progress of rows `rows` (any shape S) after taking `tokens` (S): matched and met, each (*S, J). A token
         goes on with the constraints under way whose next token it is, else starts the first one it starts whose
-        window has not passed (of two constraints of the same tokens, the first one: they are met one at a time)."""
+        window is open (an unplaced one: any time; of two constraints of the same tokens, the first one: they are met
+        one at a time). Before its window a placed term's first token is the model's own word ("Exportar")."""
         cons, length = self.tokens[rows], self.length[rows]  # (*S, J, L), (*S, J)
         matched, met = self.matched[rows], self.met[rows]
         t = tokens[..., None]
         next_token = cons.gather(-1, matched.clamp(max=cons.shape[-1] - 1)[..., None])[..., 0]  # (*S, J)
         goes_on = (matched > 0) & (t == next_token)
-        starts = (t == cons[..., 0]) & ~met & (self.budget[rows] != 0) & ~goes_on.any(-1, keepdim=True)
+        budget = self.budget[rows]
+        open_now = torch.where(self.placed[rows], budget > 0, budget != 0)  # a placed term starts only in its window
+        starts = (t == cons[..., 0]) & ~met & open_now & ~goes_on.any(-1, keepdim=True)
         j = cons.shape[-2]
         twin = (cons[..., :, None, :] == cons[..., None, :, :]).all(-1)  # (*S, J, J): the same tokens
         twin &= torch.ones(j, j, dtype=torch.bool, device=cons.device).tril(-1)  # ... and an earlier constraint

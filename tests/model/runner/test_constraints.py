@@ -185,3 +185,14 @@ def test_a_term_not_under_way_passes_where_the_model_would_end_the_sentence():
     under_way = _placed((2, 4)).opened(torch.tensor([[0, 0, 1.0, 0]]))
     under_way = under_way.extend(torch.tensor([0]), torch.tensor([5]))
     assert under_way.ended(torch.tensor([True])).unmet().tolist() == [True]  # a term under way is finished first
+
+
+def test_a_placed_term_does_not_start_before_its_window_opens():
+    # catches: the model's own word sharing the term's first token taken as the term ("Exportar" read as "▁Ex" of
+    # "Excel": "Excel la mesa a Excel.")
+    cons, rows = _placed((3, 4)), torch.tensor([0])
+    assert cons.extend(rows, torch.tensor([5])).matched.tolist() == [[0]]  # window not open: its own word
+    opened = cons.opened(torch.tensor([[0.0, 0.0, 0.0, 1.0, 0.0]]))
+    assert opened.extend(rows, torch.tensor([5])).matched.tolist() == [[1]]  # inside it: the term starts
+    unplaced = Constraints.start([((5, 6),)], torch.device("cpu"))
+    assert unplaced.extend(rows, torch.tensor([5])).matched.tolist() == [[1]]  # an unplaced one starts anywhere
