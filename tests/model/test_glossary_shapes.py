@@ -49,27 +49,23 @@ def test_the_alignment_is_each_rows_own_and_leaves_the_logits_alone(shaped):
     ck, prefix = shaped
     runner = Eager(ck.model)
     srcs = [prefix + ck.tokenizer.encode(t) for t in TEXTS]
-    batched = DecodeLoop(runner)
-    batched.join(batched.prefill([Request(i, s, DecodeParams(beam_size=1 + i % 2)) for i, s in enumerate(srcs)]))
-    batched.state.prepare()
-    logits, align = runner.step_aligned(batched.state)
-    assert torch.equal(logits, Eager(ck.model).step_logits(_fresh(runner, srcs)))
+    mixed = [Request(i, s, DecodeParams(beam_size=1 + i % 2)) for i, s in enumerate(srcs)]
+    logits, align = runner.step_aligned(_prepared(runner, mixed).state)
+    assert torch.equal(logits, runner.step_logits(_prepared(runner, mixed).state))
     lengths = [len(s) for s in srcs]
     rows = [i for i, s in enumerate(srcs) for _ in range(1 + i % 2)]
     for r, i in enumerate(rows):
         assert torch.allclose(align[r, : lengths[i]].sum(), torch.tensor(1.0)) and not align[r, lengths[i] :].any()
-        alone = DecodeLoop(runner)
-        alone.join(alone.prefill([Request(0, srcs[i], DecodeParams())]))
-        alone.state.prepare()
+        alone = _prepared(runner, [Request(0, srcs[i], DecodeParams())])
         assert torch.allclose(runner.step_aligned(alone.state)[1][0], align[r, : lengths[i]], atol=1e-6)
 
 
-def _fresh(runner: Eager, srcs: list[list[int]]):
-    """A new state of the same requests, prepared for its first step (its logits are the aligned step's)."""
+def _prepared(runner: Eager, requests: list[Request]) -> DecodeLoop:
+    """A decode loop with `requests` joined, its state prepared for their first step."""
     loop = DecodeLoop(runner)
-    loop.join(loop.prefill([Request(i, s, DecodeParams(beam_size=1 + i % 2)) for i, s in enumerate(srcs)]))
+    loop.join(loop.prefill(requests))
     loop.state.prepare()
-    return loop.state
+    return loop
 
 
 @torch.inference_mode()
@@ -99,11 +95,10 @@ def test_the_steps_alignment_equals_the_teacher_forced_one(shaped):
     ck, prefix = shaped
     runner = Eager(ck.model)
     srcs = [prefix + ck.tokenizer.encode(t) for t in TEXTS]
-    loop = DecodeLoop(runner)
-    loop.join(loop.prefill([Request(i, s, DecodeParams(max_new_tokens=6)) for i, s in enumerate(srcs)]))
+    loop = _prepared(runner, [Request(i, s, DecodeParams(max_new_tokens=6)) for i, s in enumerate(srcs)])
     stepped, outs = [], [[] for _ in srcs]
     for _ in range(5):
-        loop.state.prepare()
+        loop.state.prepare()  # room for the next position (the first call's work is done already)
         logits, align = runner.step_aligned(loop.state)
         stepped.append(align.argmax(1).tolist())
         tokens = logits.argmax(1)

@@ -104,17 +104,23 @@ def test_the_key_holds_every_host_value_the_work_reads_and_none_it_must_not():
         flatten((a, torch.Generator()), [])
 
 
-@pytest.mark.parametrize("overlap", [False, True])
-def test_graph_shaped_runs_equal_eager_ones_through_joins_and_leaves(model, overlap):
+def _emulated_equals_eager(model, overlap: bool, kinds: list[DecodeParams]) -> Emulated:
+    """The rounds run eagerly and as emulated graphs give every request the same; the graphs."""
     with torch.inference_mode():
         torch.manual_seed(0)
-        want, left, made = _run(model, ROUNDS, overlap, GRAPHED)
+        want, left, made = _run(model, ROUNDS, overlap, kinds)
         torch.manual_seed(0)
         graphs = Emulated()
-        got, got_left, _ = _run(model, ROUNDS, overlap, GRAPHED, work=graphs)
+        got, got_left, _ = _run(model, ROUNDS, overlap, kinds, work=graphs)
     assert got_left == left
     for r in made:
         assert _same(got.get(r.id, []), want.get(r.id, [])), r.id
+    return graphs
+
+
+@pytest.mark.parametrize("overlap", [False, True])
+def test_graph_shaped_runs_equal_eager_ones_through_joins_and_leaves(model, overlap):
+    graphs = _emulated_equals_eager(model, overlap, GRAPHED)
     assert len(graphs) >= 3 and graphs.replays >= len(graphs)
 
 
@@ -162,13 +168,5 @@ def test_on_cuda_the_step_work_replays_as_graphs_equal_to_eager(model):
 def test_a_batch_with_terms_placed_by_alignment_runs_its_work_eagerly(model):
     # catches: a batch with placed constraints sent through the graphs (not proven there: it runs eagerly)
     placed = DecodeParams(max_new_tokens=9).constrained(((5, 6), (9,)), spans=((0, 1, 2), (1, 2, 3)))
-    kinds = [*GRAPHED[:10], placed]
-    with torch.inference_mode():
-        torch.manual_seed(0)
-        want, _, made = _run(model, ROUNDS, False, kinds)
-        torch.manual_seed(0)
-        graphs = Emulated()
-        got, _, _ = _run(model, ROUNDS, False, kinds, work=graphs)
-    for r in made:
-        assert _same(got.get(r.id, []), want.get(r.id, [])), r.id
+    graphs = _emulated_equals_eager(model, False, [*GRAPHED[:10], placed])
     assert graphs.replays == 0 and len(graphs) == 0  # every round here has the placed request or none graphed
