@@ -48,11 +48,15 @@ class Tokenizer:
         """Source ids with EOS appended; a leading `>>xx<<` target-language code stays one token (Marian)."""
         if self.vocab is None:
             return self.source.encode(text) + [self.eos_id]
-        code = []
-        if text.startswith(">>") and (end := text.find("<<")) != -1:
-            code, text = [text[: end + 2]], text[end + 2 :]
-        pieces = code + self.source.encode(text, out_type=str)
+        code = self._code(text)
+        pieces = ([code] if code else []) + self.source.encode(text[len(code) :], out_type=str)
         return [self.vocab.get(p, self.unk_id) for p in pieces] + [self.eos_id]
+
+    def _code(self, text: str) -> str:
+        """A leading `>>xx<<` target-language code that `encode` keeps as one token (Marian), else ""."""
+        if self.vocab is not None and text.startswith(">>") and (end := text.find("<<")) != -1:
+            return text[: end + 2]
+        return ""
 
     def encode_target(self, text: str) -> list[int]:
         """Target ids of `text` as the decoder emits it inside a sentence, after a space (SentencePiece's word-initial
@@ -74,13 +78,13 @@ class Tokenizer:
         """For each character span [start, end) of `text`: the first of `encode(text)`'s tokens from `lead` words
         before it (a glossary term's window opens where the decoder reaches the word before it), and the tokens
         [start, end) that cover the span itself."""
-        proto = self.source.encode(text, return_type="proto")
-        pieces = proto.pieces
-        offset = len(self.encode(text)) - 1 - len(pieces)  # a leading target-language code (Marian)
+        code = self._code(text)
+        offset, rest = int(bool(code)), text[len(code) :]  # the code's token comes first
+        pieces = self.source.encode(rest, return_type="proto").pieces
         starts = [k for k, p in enumerate(pieces) if p.piece.startswith(SPIECE_UNDERLINE)]
         out = []
         for a, b in spans:
-            a, b = len(text[:a].encode("utf-8")), len(text[:b].encode("utf-8"))
+            a, b = (len(rest[: max(0, k - len(code))].encode("utf-8")) for k in (a, b))
             inside = [k for k, p in enumerate(pieces) if p.begin < b and p.end > a] or [0]
             before = [k for k in starts if k <= inside[0]]
             first = before[max(0, len(before) - 1 - lead)] if before else inside[0]
