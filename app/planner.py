@@ -9,6 +9,7 @@ from functools import partial
 
 from app.cache import cache_key
 from app.errors import ApiError
+from app.glossaries.agreement import NEUTRAL, SOURCES, TABLES, Agreeing
 from app.glossaries.apply import GlossaryUse, union
 from app.glossaries.entries import Entry
 from app.glossaries.records import Terms
@@ -67,7 +68,8 @@ class Plan:
         constraints, chars = self.glossary.constraints(unit)
         spans = self.route.entry.checkpoint.tokenizer.source_spans(unit, chars, lead=1)
         spans = tuple(tuple(k + len(self.prefix) for k in span) for span in spans)
-        return self.params.constrained(constraints, most=self.glossary.max_constraints + 1, spans=spans)
+        params = self.params.constrained(constraints, most=self.glossary.max_constraints + 1, spans=spans)
+        return replace(params, agreement=self.glossary.agreement(unit))
 
     def keep(self, text: str) -> list[tuple[int, int]]:
         """Spans of a text kept as they are by the glossary (do-not-translate entries), if any."""
@@ -126,21 +128,28 @@ def plan_route(service: Service, ask: Ask, sample: list[str]) -> Plan:
     route = service.route(ask.source, ask.target, sample)
     desc = route.entry.checkpoint
     params = decode_params(ask, service.settings, desc)
-    use = glossary_use(ask, route.source, params, service.settings, desc) if ask.glossary else None
-    return Plan(ask, route, params, desc.languages.prefix(route.source, ask.target), glossary=use)
+    prefix = desc.languages.prefix(route.source, ask.target)
+    use = glossary_use(ask, route.source, params, service.settings, desc, prefix) if ask.glossary else None
+    return Plan(ask, route, params, prefix, glossary=use)
 
 
-def glossary_use(ask: Ask, source: str, params: DecodeParams, settings: Settings, desc: Description) -> GlossaryUse:
-    """The request's glossary compiled for its route; 422 for a stored glossary of another language pair, or with
-    sampling (constraints need greedy or beam search)."""
+def glossary_use(
+    ask: Ask, source: str, params: DecodeParams, settings: Settings, desc: Description, prefix: list[int]
+) -> GlossaryUse:
+    """The request's glossary compiled for its route (source ids start with `prefix`); 422 for a stored glossary of
+    another language pair, or with sampling (constraints need greedy or beam search)."""
     terms = ask.glossary
     if terms.pair is not None and terms.pair != (source, ask.target):
         raise ApiError(422, "validation", f"glossary_id: glossary {terms.glossary_id!r} is for {terms.pair[0]}->"
                        f"{terms.pair[1]}, the request translates {source}->{ask.target}")  # fmt: skip
     if params.sampling:
         raise ApiError(422, "validation", "glossary: works with greedy and beam search, not with sampling")
-    tok = desc.tokenizer
-    return GlossaryUse(terms.entries, tok.encode_target, settings.max_beam_size - 1, tok.spells, params.max_new_tokens)
+    tok, table = desc.tokenizer, TABLES.get(ask.target)
+    lead = () if params.forced_bos_id is None else (params.forced_bos_id,)
+    encode = lambda text: [*prefix, *tok.encode(text)]  # noqa: E731
+    agreeing = Agreeing(table, SOURCES.get(source, NEUTRAL), encode, tok.encode_target, lead) if table else None
+    return GlossaryUse(terms.entries, tok.encode_target, settings.max_beam_size - 1, tok.spells, params.max_new_tokens,
+                       agreeing)  # fmt: skip
 
 
 def _given(value, default):

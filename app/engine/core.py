@@ -16,11 +16,12 @@ from app.engine.messages import Hyp, Result, Submit, Update
 from app.engine.request import EngineRequest, Status
 from app.engine.scheduler import Limits, Scheduler
 from app.metrics import Metrics, Tally
-from model.runner import Runner
+from model.runner import Runner, agreement
 from model.runner.align import alignments
 from model.runner.constraints import Words
 from model.runner.fallback import redo
 from model.runner.loop import DecodeLoop
+from model.runner.params import Probe
 from model.runner.search import Hypothesis, Request, StepOutput
 from model.runner.state import Encoded
 
@@ -54,6 +55,7 @@ class EngineCore:
         self.loop = DecodeLoop(model, overlap, words)  # the running batch and the decode step in flight
         self.starts = words.starts.tolist() if words is not None else None  # target tokens that start a word
         self.reserved = 0  # cache tokens reserved by running requests
+        self.forms: dict[Probe, list[float]] = {}  # glossary terms' form scores, most recent last
         self.outbox: dict[bytes, Update] = {}
         self.last_step = 0.0  # when the previous decode step's tokens came out
         metrics.add_model(name)
@@ -272,16 +274,26 @@ class EngineCore:
             self._box(req.front).results.append(Result(req.id, best, queue_s, total_s))
 
     def _retried(self, req: EngineRequest, best: Hypothesis) -> bool:
-        """Whether the request is queued again with a missing glossary term forced (`model.runner.fallback`)."""
+        """Whether the request is queued again with a missing glossary term forced (`model.runner.fallback`), or the
+        word before a term swapped to agree with it (`model.runner.agreement`)."""
         if not req.params.constraint_spans or self.starts is None:
             return False
         params = redo(self.loop.runner, self.starts, req.src, req.params, best.tokens)
+        params = params or agreement.redo(req.params, best.tokens, self._forms)
         if params is None:
             return False
         again = EngineRequest(req.src, params, req.id, req.front, req.stream, req.arrival)
         self.requests[again.key] = again
         self.scheduler.add(again)
         return True
+
+    def _forms(self, probe: Probe) -> list[float]:
+        """A glossary term's form scores, cached (glossaries repeat their terms): the last 4,096 probes."""
+        if probe not in self.forms:
+            self.forms[probe] = agreement.probe(self.loop.runner, probe)
+            if len(self.forms) > 4096:
+                del self.forms[next(iter(self.forms))]
+        return self.forms[probe]
 
     def _fail(self, req: EngineRequest, message: str, error_type: str = "generation") -> None:
         """Send a request its error (failures are counted once, by the front that answers them)."""

@@ -8,8 +8,10 @@ import re
 from collections.abc import Callable
 
 from app.errors import ApiError
+from app.glossaries.agreement import Agreeing
 from app.glossaries.entries import Entry
-from app.glossaries.matching import Matcher
+from app.glossaries.matching import Match, Matcher
+from model.runner.params import Agreement
 
 Constraints = tuple[tuple[int, ...], ...]
 
@@ -17,14 +19,15 @@ Constraints = tuple[tuple[int, ...], ...]
 class GlossaryUse:
     """A glossary compiled for one route: `encode` gives a target term's token ids (no EOS), `spells` whether the
     model's vocabulary writes a character; a unit carries at most `max_constraints` constraints (the beam they need is
-    bounded by the server's max_beam_size), each of at most `max_tokens` tokens (the output limit)."""
+    bounded by the server's max_beam_size), each of at most `max_tokens` tokens (the output limit); `agreeing`, where
+    the target language has a table, makes the word before each term agree with it."""
 
     def __init__(
         self, entries: tuple[Entry, ...], encode: Callable[[str], list[int]], max_constraints: int,
-        spells: Callable[[str], bool] = lambda _: True, max_tokens: int = 1 << 30,
+        spells: Callable[[str], bool] = lambda _: True, max_tokens: int = 1 << 30, agreeing: Agreeing | None = None,
     ):  # fmt: skip
         self.matcher, self.encode, self.max_constraints = Matcher(entries), encode, max_constraints
-        self.spells, self.max_tokens = spells, max_tokens
+        self.spells, self.max_tokens, self.agreeing = spells, max_tokens, agreeing
         self._ids: dict[str, tuple[int, ...]] = {}
 
     def matched(self, text: str) -> list[Entry]:
@@ -46,17 +49,29 @@ class GlossaryUse:
         """The unit's constraints: the token ids of each matched target, one per occurrence (a term found twice is
         wanted twice), capitalised where a capital starts the unit with it, or for a do-not-translate entry the text
         as it is written there (the sentence stays whole around it); and the span of the unit each one translates."""
+        found = self._found(unit)
+        return tuple(ids for ids, _, _ in found), [span for _, span, _ in found]
+
+    def agreement(self, unit: str) -> Agreement | None:
+        """How the word before each of the unit's constraints is made to agree with it (not with terms kept as
+        written), or None without a table for the target language."""
+        if self.agreeing is None:
+            return None
+        return self.agreeing([None if m.verbatim else (m.source, m.target) for _, _, m in self._found(unit)])
+
+    def _found(self, unit: str) -> list[tuple[tuple[int, ...], tuple[int, int], Match]]:
+        """Each constraint of the unit: its ids, its span in the unit and its match (see `constraints`)."""
         start = len(unit) - len(unit.lstrip())
         found = []
         for m in self.matcher.find(unit):
             opens = m.start == start and unit[start : start + 1].isupper()  # the sentence starts with the term
             target = unit[m.start : m.end] if m.verbatim else m.target[:1].upper() + m.target[1:] if opens else m.target
             if ids := self._checked(m.source, target):
-                found.append((ids, (m.start, m.end)))
+                found.append((ids, (m.start, m.end), m))
         if len(found) > self.max_constraints:
             raise ApiError(422, "validation", f"glossary: a sentence matches {len(found)} terms, over the "
                            f"{self.max_constraints} one sentence may carry (max_beam_size - 1)")  # fmt: skip
-        return tuple(ids for ids, _ in found), [span for _, span in found]
+        return found
 
     def _checked(self, source: str, target: str) -> tuple[int, ...]:
         """The target's token ids; 422 naming the entry when the model cannot write it or it exceeds the output."""

@@ -54,6 +54,10 @@ class Eager:
         """Teacher-forced, the decoder's alignment at every target position over the source (B, T, S)."""
         return self.model.cross_attention(memory, src_mask, tgt_in, self.cfg.alignment)
 
+    def decode(self, memory: Tensor, src_mask: Tensor, tgt_in: Tensor) -> Tensor:
+        """Teacher-forced, the decoder's logits at every target position (B, T, V)."""
+        return self.model.decode(tgt_in, memory, src_mask)
+
     def _inputs(self, state: DecodeState) -> StepInputs:
         """The state's next step inputs, within the model's positions."""
         if state.max_length >= self.cfg.max_positions:

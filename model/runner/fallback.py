@@ -7,24 +7,28 @@ import dataclasses
 
 from model.runner import Runner
 from model.runner.align import alignments
-from model.runner.params import DecodeParams
-
-ANYWHERE = (-1, -1, -1)  # a constraint's span when it is placed by the prefix
+from model.runner.params import ANYWHERE, DecodeParams
 
 
 def missing(params: DecodeParams, tokens: list[int]) -> int | None:
     """The first constraint the output `tokens` does not hold (a term wanted twice needs two occurrences), or None."""
     for j, term in enumerate(params.constraints):
         wanted = params.constraints[: j + 1].count(term)
-        if _count(tokens, term) < wanted:
+        if count(tokens, term) < wanted:
             return j
     return None
 
 
-def _count(tokens: list[int], term: tuple[int, ...]) -> int:
+def count(tokens: list[int], term: tuple[int, ...]) -> int:
     """Occurrences of `term` in `tokens`."""
     n = len(term)
     return sum(tuple(tokens[i : i + n]) == term for i in range(len(tokens) - n + 1))
+
+
+def placed(params: DecodeParams, prefix: tuple[int, ...], j: int) -> DecodeParams:
+    """`params` with `prefix` forced, which ends with constraint `j`: it is placed by it (anywhere)."""
+    spans = tuple(ANYWHERE if k == j else s for k, s in enumerate(params.constraint_spans))
+    return dataclasses.replace(params, prefix=prefix, constraint_spans=spans)
 
 
 def redo(
@@ -49,5 +53,4 @@ def redo(
     prefix = (*tokens[:at], *params.constraints[j])
     if len(prefix) >= params.max_new_tokens:
         return None
-    spans = tuple(ANYWHERE if k == j else s for k, s in enumerate(params.constraint_spans))
-    return dataclasses.replace(params, prefix=prefix, constraint_spans=spans)
+    return placed(params, prefix, j)

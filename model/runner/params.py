@@ -8,6 +8,39 @@ from dataclasses import dataclass
 AGREE = 4  # the beam a constrained request decodes with at least (up to the server's max_beam_size)
 MOST_BEAM = 8  # the widest beam a glossary's terms raise a request to (the server passes its max_beam_size)
 Span = tuple[int, int, int]  # a constraint's source tokens: where its window opens, its term's start and end
+ANYWHERE: Span = (-1, -1, -1)  # a constraint's span when it is placed by the prefix
+
+
+@dataclass(frozen=True)
+class Probe:
+    """How one term's form is asked of the model: source ids (neutral texts, and the term's source after an article)
+    and the term after each form's article (target ids, no EOS)."""
+
+    sources: tuple[tuple[int, ...], ...]
+    forms: tuple[tuple[int, ...], ...]
+
+
+@dataclass(frozen=True)
+class Word:
+    """A word that agrees with the noun after it: its ids, the forms it fits, and its own ids in each form (empty
+    where it has none)."""
+
+    ids: tuple[int, ...]
+    fits: tuple[int, ...]
+    variants: tuple[tuple[int, ...], ...]
+
+
+@dataclass(frozen=True)
+class Agreement:
+    """A request's agreement: one probe per constraint (None: not probed) and the target language's words."""
+
+    probes: tuple[Probe | None, ...]
+    words: tuple[Word, ...]
+
+    def before(self, tokens: list[int], at: int) -> Word | None:
+        """The longest word of the table that ends right before `tokens[at]`."""
+        found = [w for w in self.words if len(w.ids) <= at and tuple(tokens[at - len(w.ids) : at]) == w.ids]
+        return max(found, key=lambda w: len(w.ids), default=None)
 
 
 @dataclass(frozen=True)
@@ -35,6 +68,7 @@ class DecodeParams:
     constraint_spans: tuple[Span, ...] = ()  # each one's source span: placed by alignment
     align: bool = False  # return each output token's source position with the result (markup put back by it)
     prefix: tuple[int, ...] = ()  # the output's first tokens, forced (a glossary term's fallback: the output up to it)
+    agreement: Agreement | None = None  # how the word before each constraint is made to agree with it
 
     def __post_init__(self) -> None:
         checks = [
@@ -50,11 +84,17 @@ class DecodeParams:
             (not (self.sampling and self.beam_size > 1), "sampling works with beam_size 1"),
             (all(self.bad_words_ids), "bad_words_ids must not hold an empty sequence"),
             (all(self.constraints), "constraints must not hold an empty sequence"),
-            (not self.constraints or self.beam_size >= constrained_beam(self.constraints, 0), "constraints need a "
-             "beam of at least constrained_beam(constraints, 0) (DecodeParams.constrained raises it)"),
+            (
+                not self.constraints or self.beam_size >= constrained_beam(self.constraints, 0),
+                "constraints need a "
+                "beam of at least constrained_beam(constraints, 0) (DecodeParams.constrained raises it)",
+            ),
             (len(self.constraint_spans) in (0, len(self.constraints)), "constraint_spans: one per constraint"),
-            (all(0 <= w <= a < b or w == a == b == -1 for w, a, b in self.constraint_spans), "constraint_spans: "
-             "each (window, start, end), 0 <= window <= start < end, or (-1, -1, -1): placed anywhere"),
+            (
+                all(0 <= w <= a < b or w == a == b == -1 for w, a, b in self.constraint_spans),
+                "constraint_spans: "
+                "each (window, start, end), 0 <= window <= start < end, or (-1, -1, -1): placed anywhere",
+            ),
             (len(self.prefix) < self.max_new_tokens, "prefix must be shorter than max_new_tokens"),
             (not (self.sampling and self.constraints), "constraints work with greedy and beam search, not sampling"),
         ]

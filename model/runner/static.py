@@ -136,6 +136,10 @@ class StaticDecoder:
         """Teacher-forced, the decoder's alignment at every target position over the source (B, T, S)."""
         return self.eager.cross_attention(memory, src_mask, tgt_in)
 
+    def decode(self, memory: Tensor, src_mask: Tensor, tgt_in: Tensor) -> Tensor:
+        """Teacher-forced, the decoder's logits at every target position (B, T, V)."""
+        return self.eager.decode(memory, src_mask, tgt_in)
+
     def _inputs(self, key: tuple[int, int, int], layout: Groups | None) -> StepInputs:
         """The padded step's inputs for `key` (rows, span, width) over the static buffers, read through `layout`."""
         rows, span, _ = key

@@ -1,14 +1,19 @@
 """The shipped en->es model loads and translates the everyday phrases into Spanish: a broken export cannot land; its
 glossary terms stand where their source words are translated."""
 
+import dataclasses
 import re
+from functools import partial
 
 import pytest
 import sacrebleu
 import torch
 
+from app.glossaries.agreement import SOURCES, TABLES, Agreeing
 from app.settings import BUILTIN
 from model.loading.checkpoint import load
+from model.runner.agreement import probe
+from model.runner.agreement import redo as agree
 from model.runner.constraints import Words
 from model.runner.eager import Eager
 from model.runner.fallback import missing, redo
@@ -110,3 +115,31 @@ def test_a_term_whose_window_passed_is_forced_where_its_source_aligns():
     out = tok.decode(second.tokens)
     assert out.startswith("Configuración ") and "Preferencias" not in out and out.count("Configuración") == 1, out
     assert missing(again, second.tokens) is None and redo(runner, [], src, again, second.tokens) is None
+
+
+AGREEMENT_CASES = [  # (English, term, target, wanted): the word before the term agrees with it, and the words after
+    ("He bought a yellow umbrella.", "umbrella", "sombrilla", "una sombrilla amarilla"),  # was "un sombrilla amarillo"
+    ("Take the umbrellas to the beach.", "umbrellas", "sombrillas", "las sombrillas"),  # was "los sombrillas"
+]
+
+
+def test_the_word_before_a_term_is_made_to_agree_with_it():
+    # catches: the determiner the model wrote for its own word left before the term, or swapped without decoding the
+    # words after the term again (the adjective keeps the old gender)
+    ck = load(BUILTIN)
+    tok, runner = ck.tokenizer, Eager(ck.model)
+    words = Words.of(tok.target_pieces(ck.config.tgt_vocab_size), torch.device("cpu"))
+    agreeing = Agreeing(TABLES["es"], SOURCES["en"], tok.encode, tok.encode_target)
+    for en, term, target, wanted in AGREEMENT_CASES:
+        at = en.index(term)
+        spans = tuple(tok.source_spans(en, [(at, at + len(term))], lead=1))
+        params = DecodeParams(max_new_tokens=64).constrained((tuple(tok.encode_target(target)),), spans=spans)
+        params = dataclasses.replace(params, agreement=agreeing([(term, target)]))
+        outs = []
+        with torch.inference_mode():
+            while params is not None:
+                outs.append(generate(runner, [Request(0, tok.encode(en), params)], words=words)[0][0].tokens)
+                params = redo(runner, words.starts.tolist(), tok.encode(en), params, outs[-1]) or agree(
+                    params, outs[-1], partial(probe, runner)
+                )
+        assert len(outs) == 2 and wanted in tok.decode(outs[-1]), [tok.decode(o) for o in outs]

@@ -1,0 +1,65 @@
+"""The words that agree with a glossary term in the target language ("un ventanal", "la sartén"), and what the model
+is asked to learn which form a term takes: the data behind `model.runner.agreement`, as one route's token ids.
+
+A table row is one word in each form of the language's `FORMS` (Spanish: masculine, feminine, their plurals); the
+first row holds the articles the model scores the term after. Rows of several words come first where one of their
+words is also a row ("de la" -> "del", "todo el" -> "toda la"). Languages without a table get no agreement."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from model.runner.params import Agreement, Probe, Word
+
+TABLES: dict[str, tuple[tuple[str, ...], ...]] = {
+    "es": (
+        ("el", "la", "los", "las"), ("un", "una", "unos", "unas"), ("del", "de la", "de los", "de las"),
+        ("al", "a la", "a los", "a las"), ("todo el", "toda la", "todos los", "todas las"),
+        ("este", "esta", "estos", "estas"), ("ese", "esa", "esos", "esas"),
+        ("aquel", "aquella", "aquellos", "aquellas"), ("nuestro", "nuestra", "nuestros", "nuestras"),
+        ("vuestro", "vuestra", "vuestros", "vuestras"), ("algún", "alguna", "algunos", "algunas"),
+        ("ningún", "ninguna", "", ""), ("otro", "otra", "otros", "otras"), ("mucho", "mucha", "muchos", "muchas"),
+        ("poco", "poca", "pocos", "pocas"), ("cuánto", "cuánta", "cuántos", "cuántas"), ("mi", "mi", "mis", "mis"),
+        ("tu", "tu", "tus", "tus"), ("su", "su", "sus", "sus"),
+    ),
+}  # fmt: skip
+# Source texts the term's form is asked after: neutral ones, and the term's own source after an article ({})
+SOURCES: dict[str, tuple[str, ...]] = {"en": ("the {}", "the thing", ".")}
+NEUTRAL = (".",)  # for source languages without their own
+
+
+class Agreeing:
+    """One route's agreement data as token ids: the target language's words (each also capitalised) and a probe per
+    term. `encode` gives source ids (with the route's prefix), `encode_target` target ids as inside a sentence,
+    `lead` the target ids every output starts with (a forced language token)."""
+
+    def __init__(
+        self, table: tuple[tuple[str, ...], ...], sources: tuple[str, ...],
+        encode: Callable[[str], list[int]], encode_target: Callable[[str], list[int]], lead: tuple[int, ...] = (),
+    ):  # fmt: skip
+        self.encode, self.encode_target, self.lead = encode, encode_target, lead
+        self.articles, self.sources = table[0], sources
+        self.words = tuple(word for row in table for case in (str, _capital) for word in self._words(row, case))
+
+    def _words(self, row: tuple[str, ...], case: Callable[[str], str]) -> list[Word]:
+        """The distinct words of a row, each with the forms it fits and its own ids in every form."""
+        variants = tuple(tuple(self.encode_target(case(w))) if w else () for w in row)
+        return [Word(variants[i], tuple(k for k, v in enumerate(row) if v == w), variants)
+                for i, w in enumerate(row) if w and row.index(w) == i]  # fmt: skip
+
+    def __call__(self, terms: list[tuple[str, str] | None]) -> Agreement | None:
+        """The agreement of a unit's constraints, each (source, target) or None for one kept as written."""
+        if not any(terms):
+            return None
+        return Agreement(tuple(self._probe(*t) if t else None for t in terms), self.words)
+
+    def _probe(self, source: str, target: str) -> Probe:
+        """The model's question for one term: the term after each article, after each source text."""
+        sources = tuple(tuple(self.encode(s.format(source))) for s in self.sources)
+        forms = tuple((*self.lead, *self.encode_target(f"{a} {target}")) for a in self.articles)
+        return Probe(sources, forms)
+
+
+def _capital(word: str) -> str:
+    """The word with a capital first letter (a sentence's first word)."""
+    return word[:1].upper() + word[1:]

@@ -1,0 +1,35 @@
+"""The target language's words that agree with a term, as token ids: each word with the forms it fits and its own
+word in every form, also capitalised; a probe per translated term, none for terms kept as written."""
+
+from app.glossaries.agreement import SOURCES, TABLES, Agreeing
+from app.glossaries.apply import GlossaryUse
+
+IDS: dict[str, int] = {}
+
+
+def encode(text: str) -> list[int]:
+    """A word-level tokenizer: one id per distinct word."""
+    return [IDS.setdefault(w, len(IDS) + 10) for w in text.split()]
+
+
+def test_each_word_fits_its_forms_and_knows_its_variants():
+    # catches: "mi" taken as masculine only (swapped to itself), "de la" split ("de el"), no capitalised words
+    agreeing = Agreeing(TABLES["es"], SOURCES["en"], encode, encode)
+    words = {tuple(w.ids): w for w in agreeing.words}
+    el, de_la, mi, la_cap = (tuple(encode(w)) for w in ("el", "de la", "mi", "La"))
+    assert words[el].fits == (0,) and words[el].variants[1] == tuple(encode("la"))
+    assert words[de_la].fits == (1,) and words[de_la].variants[0] == tuple(encode("del"))
+    assert words[mi].fits == (0, 1) and words[mi].variants[2] == tuple(encode("mis"))
+    assert words[la_cap].variants[0] == tuple(encode("El"))
+    assert not words[tuple(encode("ninguna"))].variants[3]  # no plural: never swapped to
+
+
+def test_terms_kept_as_written_are_not_probed_and_other_languages_get_no_agreement():
+    # catches: a brand name's article changed ("la Netflix"), a language without a table given Spanish words
+    agreeing = Agreeing(TABLES["es"], SOURCES["en"], encode, encode)
+    use = GlossaryUse((("Netflix", "Netflix"), ("window", "ventanal")), encode, 3, agreeing=agreeing)
+    agreement = use.agreement("Watch Netflix by the window")
+    assert agreement.probes[0] is None
+    assert agreement.probes[1].forms == tuple(tuple(encode(f"{a} ventanal")) for a in ("el", "la", "los", "las"))
+    assert agreement.probes[1].sources[0] == tuple(encode("the window"))
+    assert GlossaryUse((("window", "fenêtre"),), encode, 3).agreement("the window") is None
