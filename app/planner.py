@@ -144,10 +144,11 @@ def glossary_use(
                        f"{terms.pair[1]}, the request translates {source}->{ask.target}")  # fmt: skip
     if params.sampling:
         raise ApiError(422, "validation", "glossary: works with greedy and beam search, not with sampling")
-    tok, table = desc.tokenizer, TABLES.get(ask.target)
+    tok = desc.tokenizer
     lead = () if params.forced_bos_id is None else (params.forced_bos_id,)
     encode = lambda text: [*prefix, *tok.encode(text)]  # noqa: E731
-    agreeing = Agreeing(table, SOURCES.get(source, NEUTRAL), encode, tok.encode_target, lead) if table else None
+    sources = SOURCES.get(source, NEUTRAL)
+    agreeing = Agreeing(ask.target, sources, encode, tok.encode_target, lead) if ask.target in TABLES else None
     return GlossaryUse(terms.entries, tok.encode_target, settings.max_beam_size - 1, tok.spells, params.max_new_tokens,
                        agreeing)  # fmt: skip
 

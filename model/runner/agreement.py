@@ -21,14 +21,15 @@ MARGIN = 1.0  # nats by which the model's form for the term must beat the best f
 @torch.inference_mode()
 def probe(runner: Runner, p: Probe) -> list[float]:
     """Each form's score for the term: the log-probability of the form's article and the term, summed over the
-    sources."""
+    sources, plus its prior."""
     cfg, device = runner.cfg, runner.device
     pairs = [(s, f) for s in p.sources for f in p.forms]
     src, src_mask = pad_batch([list(s) for s, _ in pairs], cfg.pad_id, device)
     tgt, tgt_mask = pad_batch([[cfg.decoder_start_id, *f] for _, f in pairs], cfg.pad_id, device)  # (B, T + 1)
     logits = runner.decode(runner.encode(src, src_mask), src_mask, tgt[:, :-1])  # (B, T, V)
     picked = logits.float().log_softmax(-1).gather(-1, tgt[:, 1:, None])[..., 0]  # (B, T)
-    return (picked * tgt_mask[:, 1:]).sum(1).view(len(p.sources), len(p.forms)).sum(0).tolist()  # (F,)
+    sums = (picked * tgt_mask[:, 1:]).sum(1).view(len(p.sources), len(p.forms)).sum(0)  # (F,)
+    return [s + prior for s, prior in zip(sums.tolist(), p.prior, strict=True)]
 
 
 def redo(params: DecodeParams, tokens: list[int], scores: Callable[[Probe], list[float]]) -> DecodeParams | None:

@@ -13,11 +13,12 @@ ANYWHERE: Span = (-1, -1, -1)  # a constraint's span when it is placed by the pr
 
 @dataclass(frozen=True)
 class Probe:
-    """How one term's form is asked of the model: source ids (neutral texts, and the term's source after an article)
-    and the term after each form's article (target ids, no EOS)."""
+    """How one term's form is asked of the model: source ids (neutral texts, and the term's source after an article),
+    the term after each form's article (target ids, no EOS), and a prior per form in nats (the language's endings)."""
 
     sources: tuple[tuple[int, ...], ...]
     forms: tuple[tuple[int, ...], ...]
+    prior: tuple[float, ...]
 
 
 @dataclass(frozen=True)

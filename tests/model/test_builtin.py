@@ -9,7 +9,7 @@ import pytest
 import sacrebleu
 import torch
 
-from app.glossaries.agreement import SOURCES, TABLES, Agreeing
+from app.glossaries.agreement import SOURCES, Agreeing
 from app.settings import BUILTIN
 from model.loading.checkpoint import load
 from model.runner.agreement import probe
@@ -129,7 +129,7 @@ def test_the_word_before_a_term_is_made_to_agree_with_it():
     ck = load(BUILTIN)
     tok, runner = ck.tokenizer, Eager(ck.model)
     words = Words.of(tok.target_pieces(ck.config.tgt_vocab_size), torch.device("cpu"))
-    agreeing = Agreeing(TABLES["es"], SOURCES["en"], tok.encode, tok.encode_target)
+    agreeing = Agreeing("es", SOURCES["en"], tok.encode, tok.encode_target)
     for en, term, target, wanted in AGREEMENT_CASES:
         at = en.index(term)
         spans = tuple(tok.source_spans(en, [(at, at + len(term))], lead=1))

@@ -1,7 +1,7 @@
 """The target language's words that agree with a term, as token ids: each word with the forms it fits and its own
 word in every form, also capitalised; a probe per translated term, none for terms kept as written."""
 
-from app.glossaries.agreement import SOURCES, TABLES, Agreeing
+from app.glossaries.agreement import SOURCES, Agreeing, ending
 from app.glossaries.apply import GlossaryUse
 
 IDS: dict[str, int] = {}
@@ -14,7 +14,7 @@ def encode(text: str) -> list[int]:
 
 def test_each_word_fits_its_forms_and_knows_its_variants():
     # catches: "mi" taken as masculine only (swapped to itself), "de la" split ("de el"), no capitalised words
-    agreeing = Agreeing(TABLES["es"], SOURCES["en"], encode, encode)
+    agreeing = Agreeing("es", SOURCES["en"], encode, encode)
     words = {tuple(w.ids): w for w in agreeing.words}
     el, de_la, mi, la_cap = (tuple(encode(w)) for w in ("el", "de la", "mi", "La"))
     assert words[el].fits == (0,) and words[el].variants[1] == tuple(encode("la"))
@@ -26,10 +26,17 @@ def test_each_word_fits_its_forms_and_knows_its_variants():
 
 def test_terms_kept_as_written_are_not_probed_and_other_languages_get_no_agreement():
     # catches: a brand name's article changed ("la Netflix"), a language without a table given Spanish words
-    agreeing = Agreeing(TABLES["es"], SOURCES["en"], encode, encode)
+    agreeing = Agreeing("es", SOURCES["en"], encode, encode)
     use = GlossaryUse((("Netflix", "Netflix"), ("window", "ventanal")), encode, 3, agreeing=agreeing)
     agreement = use.agreement("Watch Netflix by the window")
     assert agreement.probes[0] is None
     assert agreement.probes[1].forms == tuple(tuple(encode(f"{a} ventanal")) for a in ("el", "la", "los", "las"))
     assert agreement.probes[1].sources[0] == tuple(encode("the window"))
     assert GlossaryUse((("window", "fenêtre"),), encode, 3).agreement("the window") is None
+
+
+def test_the_ending_of_a_terms_first_word_gives_its_gender_prior():
+    # catches: "-o" taken as masculine for "foto", "-ma" as feminine ("el sistema"), plurals and multi-word terms
+    # read at their last word
+    got = [ending("es", t) for t in ("sombrilla", "fotos", "sistema operativo", "disco duro", "configuración", "red")]
+    assert got == ["f", "f", "", "m", "f", ""]

@@ -16,7 +16,7 @@ WORDS = (  # el/la (forms 0/1), del/de la, and su (fits both forms)
     Word((DE, LA), (1,), ((DEL,), (DE, LA))),
     Word((30,), (0, 1), ((30,), (30,))),
 )
-PROBE = Probe(((1, 2, 3),), ((EL, *TERM), (LA, *TERM)))
+PROBE = Probe(((1, 2, 3),), ((EL, *TERM), (LA, *TERM)), (0.0, 0.0))
 
 
 def params(*terms: tuple[int, ...], probes=None) -> DecodeParams:
@@ -57,10 +57,10 @@ def test_twins_are_mended_one_occurrence_at_a_time_and_unprobed_terms_never():
 
 
 def test_the_probe_scores_what_teacher_forcing_scores(model):
-    # catches: padding counted in a shorter form's score, the forms' or sources' order mixed up
-    p = Probe(((3, 4, 5, 1), (6, 1)), ((7, 8), (9, 8, 10), (11,)))
+    # catches: padding counted in a shorter form's score, the forms' or sources' order mixed up, the prior left out
+    p = Probe(((3, 4, 5, 1), (6, 1)), ((7, 8), (9, 8, 10), (11,)), (0.0, 2.0, 0.0))
     got = probe(Eager(model), p)
-    cfg, want = model.cfg, [0.0] * 3
+    cfg, want = model.cfg, list(p.prior)
     with torch.inference_mode():
         for s in p.sources:
             for i, f in enumerate(p.forms):
