@@ -29,10 +29,12 @@ TABLES: dict[str, tuple[tuple[str, ...], ...]] = {
 GENDERS = {"es": ("m", "f", "m", "f")}  # each column's gender
 ENDINGS: dict[str, tuple[tuple[str, str], ...]] = {  # (ending, gender), the first that ends the word
     "es": (("ma", ""), ("ión", "f"), ("dad", "f"), ("tad", "f"), ("tud", "f"), ("umbre", "f"), ("a", "f"), ("o", "m"),
-           ("or", "m"), ("aje", "m"), ("ón", "m")),
+           ("or", "m"), ("aje", "m"), ("ón", "m"), ("l", "m"), ("d", "f")),
 }  # fmt: skip
 EXCEPTIONS = {"es": {"foto": "f", "moto": "f", "mano": "f", "radio": "f", "día": "m", "mapa": "m", "sofá": "m",
-                     "planeta": "m", "tranvía": "m"}}  # fmt: skip
+                     "planeta": "m", "tranvía": "m", "señal": "f", "sal": "f", "cal": "f", "catedral": "f", "piel": "f",
+                     "miel": "f", "cárcel": "f", "col": "f", "sucursal": "f", "moral": "f", "credencial": "f",
+                     "césped": "m", "ataúd": "m", "huésped": "m", "razón": "f"}}  # fmt: skip
 ENDING_NATS = 2.0  # the prior for the gender a word's ending gives (measured on the glossary dev set: 1-3 alike)
 # Source texts the term's form is asked after: neutral ones, and the term's own source after an article ({})
 SOURCES: dict[str, tuple[str, ...]] = {"en": ("the {}", "the thing", ".")}
