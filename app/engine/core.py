@@ -274,12 +274,13 @@ class EngineCore:
             self._box(req.front).results.append(Result(req.id, best, queue_s, total_s))
 
     def _retried(self, req: EngineRequest, best: Hypothesis) -> bool:
-        """Whether the request is queued again with a missing glossary term forced (`model.runner.fallback`), or the
-        word before a term swapped to agree with it (`model.runner.agreement`)."""
+        """Whether the request is queued again with a missing glossary term forced (`model.runner.fallback`), or a
+        term made to agree with the word before it (`model.runner.agreement`)."""
         if not req.params.constraint_spans or self.starts is None:
             return False
         params = redo(self.loop.runner, self.starts, req.src, req.params, best.tokens)
-        params = params or agreement.redo(req.params, best.tokens, self._forms)
+        likely = lambda outs: agreement.likelihoods(self.loop.runner, [(tuple(req.src), o) for o in outs])  # noqa: E731
+        params = params or agreement.redo(req.params, best.tokens, self._forms, likely)
         if params is None:
             return False
         again = EngineRequest(req.src, params, req.id, req.front, req.stream, req.arrival)

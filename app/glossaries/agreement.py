@@ -54,6 +54,7 @@ class Agreeing:
         table = TABLES[language]
         self.articles, self.sources = table[0], sources
         self.words = tuple(word for row in table for case in (str, _capital) for word in self._words(row, case))
+        self.openers = tuple(tuple(encode_target(_capital(a))) for a in self.articles)
 
     def _words(self, row: tuple[str, ...], case: Callable[[str], str]) -> list[Word]:
         """The distinct words of a row, each with the forms it fits and its own ids in every form."""
@@ -61,18 +62,21 @@ class Agreeing:
         return [Word(variants[i], tuple(k for k, v in enumerate(row) if v == w), variants)
                 for i, w in enumerate(row) if w and row.index(w) == i]  # fmt: skip
 
-    def __call__(self, terms: list[tuple[str, str] | None]) -> Agreement | None:
-        """The agreement of a unit's constraints, each (source, target) or None for one kept as written."""
+    def __call__(self, terms: list[tuple[str, str, bool] | None]) -> Agreement | None:
+        """The agreement of a unit's constraints, each (source, target, whether it opens the unit capitalised) or None
+        for one kept as written."""
         if not any(terms):
             return None
-        return Agreement(tuple(self._probe(*t) if t else None for t in terms), self.words)
+        return Agreement(tuple(self._probe(*t) if t else None for t in terms), self.words, self.openers)
 
-    def _probe(self, source: str, target: str) -> Probe:
+    def _probe(self, source: str, target: str, opens: bool) -> Probe:
         """The model's question for one term: the term after each article, after each source text."""
         sources = tuple(tuple(self.encode(s.format(source))) for s in self.sources)
         forms = tuple((*self.lead, *self.encode_target(f"{a} {target}")) for a in self.articles)
         gender = ending(self.language, target)
-        return Probe(sources, forms, tuple(ENDING_NATS * (g == gender) for g in GENDERS[self.language]))
+        prior = tuple(ENDING_NATS * (g == gender) for g in GENDERS[self.language])
+        lower = tuple(self.encode_target(target)) if opens and _capital(target) != target else ()
+        return Probe(sources, forms, prior, lower)
 
 
 def ending(language: str, term: str) -> str:

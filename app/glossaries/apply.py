@@ -50,24 +50,26 @@ class GlossaryUse:
         wanted twice), capitalised where a capital starts the unit with it, or for a do-not-translate entry the text
         as it is written there (the sentence stays whole around it); and the span of the unit each one translates."""
         found = self._found(unit)
-        return tuple(ids for ids, _, _ in found), [span for _, span, _ in found]
+        return tuple(ids for ids, _, _, _ in found), [span for _, span, _, _ in found]
 
     def agreement(self, unit: str) -> Agreement | None:
         """How the word before each of the unit's constraints is made to agree with it (not with terms kept as
         written), or None without a table for the target language."""
         if self.agreeing is None:
             return None
-        return self.agreeing([None if m.verbatim else (m.source, m.target) for _, _, m in self._found(unit)])
+        found = self._found(unit)
+        return self.agreeing([None if m.verbatim else (m.source, m.target, opens) for _, _, m, opens in found])
 
-    def _found(self, unit: str) -> list[tuple[tuple[int, ...], tuple[int, int], Match]]:
-        """Each constraint of the unit: its ids, its span in the unit and its match (see `constraints`)."""
+    def _found(self, unit: str) -> list[tuple[tuple[int, ...], tuple[int, int], Match, bool]]:
+        """Each constraint of the unit: its ids, its span in the unit, its match and whether it opens the unit
+        (capitalised: see `constraints`)."""
         start = len(unit) - len(unit.lstrip())
         found = []
         for m in self.matcher.find(unit):
             opens = m.start == start and unit[start : start + 1].isupper()  # the sentence starts with the term
             target = unit[m.start : m.end] if m.verbatim else m.target[:1].upper() + m.target[1:] if opens else m.target
             if ids := self._checked(m.source, target):
-                found.append((ids, (m.start, m.end), m))
+                found.append((ids, (m.start, m.end), m, opens))
         if len(found) > self.max_constraints:
             raise ApiError(422, "validation", f"glossary: a sentence matches {len(found)} terms, over the "
                            f"{self.max_constraints} one sentence may carry (max_beam_size - 1)")  # fmt: skip

@@ -14,11 +14,13 @@ ANYWHERE: Span = (-1, -1, -1)  # a constraint's span when it is placed by the pr
 @dataclass(frozen=True)
 class Probe:
     """How one term's form is asked of the model: source ids (neutral texts, and the term's source after an article),
-    the term after each form's article (target ids, no EOS), and a prior per form in nats (the language's endings)."""
+    the term after each form's article (target ids, no EOS), a prior per form in nats (the language's endings), and
+    the term as written where its constraint is capitalised to open the output (else empty)."""
 
     sources: tuple[tuple[int, ...], ...]
     forms: tuple[tuple[int, ...], ...]
     prior: tuple[float, ...]
+    lower: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -33,10 +35,12 @@ class Word:
 
 @dataclass(frozen=True)
 class Agreement:
-    """A request's agreement: one probe per constraint (None: not probed) and the target language's words."""
+    """A request's agreement: one probe per constraint (None: not probed), the target language's words, and its
+    articles in each form, capitalised (an output's first word)."""
 
     probes: tuple[Probe | None, ...]
     words: tuple[Word, ...]
+    openers: tuple[tuple[int, ...], ...] = ()
 
     def before(self, tokens: list[int], at: int) -> Word | None:
         """The longest word of the table that ends right before `tokens[at]`."""

@@ -12,7 +12,7 @@ import torch
 from app.glossaries.agreement import SOURCES, Agreeing
 from app.settings import BUILTIN
 from model.loading.checkpoint import load
-from model.runner.agreement import probe
+from model.runner.agreement import likelihoods, probe
 from model.runner.agreement import redo as agree
 from model.runner.constraints import Words
 from model.runner.eager import Eager
@@ -134,12 +134,13 @@ def test_the_word_before_a_term_is_made_to_agree_with_it():
         at = en.index(term)
         spans = tuple(tok.source_spans(en, [(at, at + len(term))], lead=1))
         params = DecodeParams(max_new_tokens=64).constrained((tuple(tok.encode_target(target)),), spans=spans)
-        params = dataclasses.replace(params, agreement=agreeing([(term, target)]))
-        outs = []
+        params = dataclasses.replace(params, agreement=agreeing([(term, target, False)]))
+        outs, src = [], tok.encode(en)
+        likely = partial(lambda src, seqs: likelihoods(runner, [(tuple(src), s) for s in seqs]), src)
         with torch.inference_mode():
             while params is not None:
-                outs.append(generate(runner, [Request(0, tok.encode(en), params)], words=words)[0][0].tokens)
-                params = redo(runner, words.starts.tolist(), tok.encode(en), params, outs[-1]) or agree(
-                    params, outs[-1], partial(probe, runner)
+                outs.append(generate(runner, [Request(0, src, params)], words=words)[0][0].tokens)
+                params = redo(runner, words.starts.tolist(), src, params, outs[-1]) or agree(
+                    params, outs[-1], partial(probe, runner), likely
                 )
         assert len(outs) == 2 and wanted in tok.decode(outs[-1]), [tok.decode(o) for o in outs]

@@ -40,3 +40,13 @@ def test_the_ending_of_a_terms_first_word_gives_its_gender_prior():
     # read at their last word
     terms = ("sombrilla", "fotos", "sistema operativo", "disco duro", "configuración", "red", "móvil", "señal", "filme")
     assert [ending("es", t) for t in terms] == ["f", "f", "", "m", "f", "f", "m", "f", ""]
+
+
+def test_a_term_capitalised_to_open_a_sentence_carries_its_form_as_written():
+    # catches: no lowercase term to put after an article ("Las Contraseñas"), or one for a term written capitalised
+    agreeing = Agreeing("es", SOURCES["en"], encode, encode)
+    use = GlossaryUse((("passwords", "contraseñas"), ("Excel", "Excel")), encode, 3, agreeing=agreeing)
+    assert use.constraints("Passwords expire")[0] == (tuple(encode("Contraseñas")),)
+    assert use.agreement("Passwords expire").probes[0].lower == tuple(encode("contraseñas"))
+    assert use.agreement("Old passwords expire").probes[0].lower == ()
+    assert agreeing.openers[3] == tuple(encode("Las"))

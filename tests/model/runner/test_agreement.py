@@ -1,6 +1,8 @@
 """The word before a glossary term made to agree with it: the probe scores what teacher forcing scores, and a word of
 the table that fits another form than the model's is swapped, the output forced up to the term."""
 
+import dataclasses
+
 import pytest
 import torch
 
@@ -25,6 +27,9 @@ def params(*terms: tuple[int, ...], probes=None) -> DecodeParams:
     return DecodeParams(beam_size=4, max_new_tokens=32, constraints=terms, constraint_spans=spans, agreement=agreement)
 
 
+NONE = lambda outs: [0.0] * len(outs)  # noqa: E731  likelihoods that never favour an article
+
+
 def scores(masculine: float):
     """A probe's form scores: masculine by `masculine` nats."""
     return lambda _probe: [masculine, 0.0]
@@ -33,27 +38,53 @@ def scores(masculine: float):
 def test_a_disagreeing_word_is_swapped_and_the_output_forced_up_to_the_term():
     # catches: the word left as it is, the wrong variant, the prefix cut at the wrong place, the term not placed
     out = [5, LA, *TERM, 7, 8]
-    again = redo(params(TERM), out, scores(3.0))
+    again = redo(params(TERM), out, scores(3.0), NONE)
     assert again.prefix == (5, EL, *TERM) and again.constraint_spans == (ANYWHERE,)
-    assert redo(params(TERM), [5, EL, *TERM, 7], scores(3.0)) is None  # it agrees
-    assert redo(params(TERM), out, scores(MARGIN / 2)) is None  # the model is not sure enough
-    assert redo(params(TERM), [5, 30, *TERM], scores(3.0)) is None  # "su" fits both forms
+    assert redo(params(TERM), [5, EL, *TERM, 7], scores(3.0), NONE) is None  # it agrees
+    assert redo(params(TERM), out, scores(MARGIN / 2), NONE) is None  # the model is not sure enough
+    assert redo(params(TERM), [5, 30, *TERM], scores(3.0), NONE) is None  # "su" fits both forms
 
 
 def test_the_longest_word_before_the_term_is_the_one_swapped():
     # catches: "de la" read as "la" ("de el" for "del")
-    assert redo(params(TERM), [5, DE, LA, *TERM], scores(3.0)).prefix == (5, DEL, *TERM)
-    assert redo(params(TERM), [5, DEL, *TERM], scores(-3.0)).prefix == (5, DE, LA, *TERM)
+    assert redo(params(TERM), [5, DE, LA, *TERM], scores(3.0), NONE).prefix == (5, DEL, *TERM)
+    assert redo(params(TERM), [5, DEL, *TERM], scores(-3.0), NONE).prefix == (5, DE, LA, *TERM)
 
 
 def test_twins_are_mended_one_occurrence_at_a_time_and_unprobed_terms_never():
     # catches: the second occurrence's retry placing the first twin (it was met already), a term kept as written
     # (no probe) changed
     out = [EL, *TERM, 6, LA, *TERM]
-    again = redo(params(TERM, TERM), out, scores(3.0))
+    again = redo(params(TERM, TERM), out, scores(3.0), NONE)
     assert again.prefix == (EL, *TERM, 6, EL, *TERM) and again.constraint_spans == ((0, 1, 2), ANYWHERE)
-    assert redo(params(TERM, probes=(None,)), [5, LA, *TERM], scores(3.0)) is None
-    assert redo(DecodeParams(), [5, LA, *TERM], scores(3.0)) is None
+    assert redo(params(TERM, probes=(None,)), [5, LA, *TERM], scores(3.0), NONE) is None
+    assert redo(DecodeParams(), [5, LA, *TERM], scores(3.0), NONE) is None
+
+
+def test_a_term_opening_the_output_gets_its_article_where_the_model_likes_it_better():
+    # catches: the article never tried (headline Spanish: "Contraseñas deben"), always added ("La Excel"), added in
+    # the wrong form, or with the term left capitalised (or the constraint still asking for the capitalised term)
+    upper, lower, cap_el, cap_la = (40, 41), (20, 21), (50,), (51,)
+    p = Probe(((1, 2, 3),), ((EL, *lower), (LA, *lower)), (0.0, 0.0), lower)
+    agreement = Agreement((p,), WORDS, (cap_el, cap_la))
+    base = DecodeParams(beam_size=4, max_new_tokens=32, constraints=(upper,), constraint_spans=((0, 1, 2),))
+    base = dataclasses.replace(base, agreement=agreement)
+    likes_article = lambda outs: [-5.0 if out == upper else -1.0 for out in outs]  # noqa: E731
+    again = redo(base, [*upper, 7, 8], scores(-3.0), likes_article)
+    assert again.prefix == (*cap_la, *lower) and again.constraints == (lower,)
+    assert again.constraint_spans == (ANYWHERE,)
+    assert redo(base, [*upper, 7, 8], scores(-3.0), NONE) is None  # the model writes it without
+    assert (
+        redo(
+            dataclasses.replace(
+                base, agreement=Agreement((dataclasses.replace(p, lower=()),), WORDS, (cap_el, cap_la))
+            ),
+            [*upper, 7],
+            scores(-3.0),
+            likes_article,
+        )
+        is None
+    )  # not capitalised by the glossary: as it is
 
 
 def test_the_probe_scores_what_teacher_forcing_scores(model):
