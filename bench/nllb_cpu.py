@@ -3,7 +3,7 @@ one text at a time, one POST of 16 texts greedy, one POST of 16 texts beam 4, ev
 
     python -m bench.nllb_cpu                         # both shapes, float32,int8; writes its docs/benchmarks.md section
     python -m bench.nllb_cpu --before /work/main     # the server of another checkout takes the same turns
-    python -m bench.nllb_cpu --shapes opus --dtype int8 --repeats 1 --no-write     # smoke run
+    python -m bench.nllb_cpu --tiny --repeats 1 --no-write     # smoke run
 
 Each shape is a random checkpoint (bench.nllb / bench.marian, tokenizer files included) converted for CTranslate2.
 For each shape and --dtype: a server (`python -m app --dtype D --no-cache`, OMP_NUM_THREADS=--threads; with --before a
@@ -36,11 +36,13 @@ CELLS = (("one text", 1, 1), ("16 greedy", 16, 1), ("16 beam 4", 16, 4))  # (nam
 SHAPES = {"nllb": ("NLLB-600M", "en", "es"), "opus": ("OPUS-MT", "en", "de")}  # label, source, target
 
 
-def write_shape(key: str, out: Path) -> Path:
-    """The random checkpoint of a shape in `out` (reused when there)."""
+def write_shape(key: str, out: Path, tiny: bool = False) -> Path:
+    """The random checkpoint of a shape in `out` (reused when there; `tiny`: d_model 64, vocab 1000)."""
     if (out / "config.json").exists():
         return out
-    return nllb.write(out, nllb.NLLB600M) if key == "nllb" else marian.write(out, marian.OPUS)
+    if key == "nllb":
+        return nllb.write(out, nllb.TINY if tiny else nllb.NLLB600M)
+    return marian.write(out, marian.TINY if tiny else marian.OPUS)
 
 
 def start_server(checkout: Path, spec: str, dtype: str, threads: int):
@@ -54,8 +56,11 @@ def start_server(checkout: Path, spec: str, dtype: str, threads: int):
 
 
 def texts(n: int, seed: int = 3) -> list[str]:
-    """Lines of random lowercase words, as the tiny tokenizers were trained on."""
-    return marian.random_lines(random.Random(seed), n)
+    """Lines of 8-12 random lowercase words of letters both tiny tokenizers spell (NLLB's has no k, x, z: a letter it
+    cannot spell would be kept literal, cutting the text into several units)."""
+    rng = random.Random(seed)
+    word = lambda: "".join(rng.choice("abcdefghijlmnoprstuvwy") for _ in range(rng.randint(2, 8)))  # noqa: E731
+    return [" ".join(word() for _ in range(rng.randint(8, 12))) for _ in range(n)]
 
 
 def post(client: httpx.Client, url: str, batch: list[str], lang: tuple[str, str], beam: int, new: int) -> None:
@@ -166,6 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--before", type=Path, help="also serve from this checkout (its own app code), taking turns")
+    p.add_argument("--tiny", action="store_true", help="tiny shapes (checks the script)")
     p.add_argument("--models", type=Path, help="keep the checkpoints here (default: a temporary folder)")
     p.add_argument("--output", type=Path, default=DOC)
     p.add_argument("--no-write", action="store_true")
@@ -174,11 +180,11 @@ def main(argv: list[str] | None = None) -> int:
         root = args.models or Path(tmp)
         load0, rows = os.getloadavg()[0], []
         for key in args.shapes.split(","):
-            hf_dir = write_shape(key, root / key / "hf")
+            hf_dir = write_shape(key, root / key / "hf", args.tiny)
             ct2_dir = engines.ct2_convert(hf_dir, root / key / "ct2")
             for dtype in args.dtype.split(","):
                 best = one(args, key, hf_dir, ct2_dir, dtype)
-                rows.append(row(args, SHAPES[key][0], dtype, best))
+                rows.append(row(args, SHAPES[key][0] + " (tiny)" * args.tiny, dtype, best))
                 log(rows[-1])
     section = render(args, machine_info("ctranslate2"), rows, (load0, os.getloadavg()[0]))
     print(section)
