@@ -24,7 +24,7 @@ from pathlib import Path
 import httpx
 
 from bench import engines, marian, nllb
-from bench.latency import ct2_engine
+from bench.latency import ct2_engine, start_server
 from bench.machine import machine_info, machine_line
 from bench.report import DOC, command, log, write_section
 from bench.timing import Isolated
@@ -43,16 +43,6 @@ def write_shape(key: str, out: Path, tiny: bool = False) -> Path:
     if key == "nllb":
         return nllb.write(out, nllb.TINY if tiny else nllb.NLLB600M)
     return marian.write(out, marian.TINY if tiny else marian.OPUS)
-
-
-def start_server(checkout: Path, spec: str, dtype: str, threads: int):
-    """A server of `checkout` (its own app code) serving `spec`, without the translation cache; not waited for."""
-    from bench.harness.server import ServerProcess
-
-    pythonpath = os.pathsep.join(filter(None, [str(checkout), os.environ.get("PYTHONPATH")]))
-    env = {"OMP_NUM_THREADS": str(threads), "PYTHONPATH": pythonpath}
-    args = ("--model", spec, "--dtype", dtype, "--no-cache", "--log-level", "warning")
-    return ServerProcess(*args, env=env, cwd=checkout)
 
 
 def texts(n: int, seed: int = 3) -> list[str]:
@@ -99,7 +89,7 @@ def one(args, key: str, hf_dir: Path, ct2_dir: Path, dtype: str) -> dict[str, di
     best: dict[str, dict[str, float]] = {}
     with contextlib.ExitStack() as stack:
         spec = str(hf_dir) if key == "nllb" else f"en-de={hf_dir}"
-        servers = {name: start_server(c, spec, dtype, args.threads) for name, c in checkouts.items()}
+        servers = {name: start_server(c, hf_dir, dtype, args.threads, spec) for name, c in checkouts.items()}
         for proc in servers.values():
             stack.callback(proc.stop)
         ct2 = Isolated(f"CT2 {dtype}", ct2_engine, (ct2_dir, dtype, args.threads), args.threads)

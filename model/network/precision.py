@@ -86,13 +86,14 @@ def bf16_speedup(cfg: ModelConfig, rows: int = 64, src_len: int = 32, repeats: i
     bfloat16 cast), best of `repeats`, interleaved (NLLB-600M's widths: ~100 MB and well under a second)."""
     from model.network.transformer import DecoderLayer
 
-    torch.manual_seed(0)
-    f32 = nn.ModuleDict({"layer": DecoderLayer(cfg), "out": nn.Linear(cfg.d_model, min(cfg.tgt_vocab_size, 8192))})
+    with torch.random.fork_rng(devices=[]):  # the process's generator stays as it was (unseeded sampling draws from it)
+        torch.manual_seed(0)
+        f32 = nn.ModuleDict({"layer": DecoderLayer(cfg), "out": nn.Linear(cfg.d_model, min(cfg.tgt_vocab_size, 8192))})
+        inputs = (torch.randn(rows, 1, cfg.d_model), torch.ones(1, 1, 1, 1, dtype=torch.bool))
+        h, d = cfg.n_heads, cfg.d_model // cfg.n_heads
+        cross = (torch.randn(rows, h, src_len, d), torch.randn(rows, h, src_len, d))
     bf16 = copy.deepcopy(f32).to(torch.bfloat16).eval()
     f32 = pack_linears(f32.eval())
-    h, d = cfg.n_heads, cfg.d_model // cfg.n_heads
-    inputs = (torch.randn(rows, 1, cfg.d_model), torch.ones(1, 1, 1, 1, dtype=torch.bool))
-    cross = (torch.randn(rows, h, src_len, d), torch.randn(rows, h, src_len, d))
     src_mask = torch.ones(rows, 1, 1, src_len, dtype=torch.bool)
     best = {torch.float32: float("inf"), torch.bfloat16: float("inf")}
     with torch.inference_mode():

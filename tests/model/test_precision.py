@@ -56,10 +56,13 @@ def test_auto_on_cpu_takes_bfloat16_where_measured_faster():
 
 
 def test_bf16_speedup_runs_a_decoder_layer_of_the_models_shape():
-    """The measurement runs on the built-in model's shape and gives a positive ratio (its value is the machine's)."""
+    """The measurement runs on the built-in model's shape and gives a positive ratio (its value is the machine's),
+    leaving the process's random generator as it was (the core's unseeded sampling draws from it)."""
     from model.loading.checkpoint import describe
 
+    state = torch.get_rng_state()
     assert bf16_speedup(describe(BUILTIN).config, rows=4, src_len=5, repeats=1) > 0
+    assert torch.get_rng_state().equal(state)
 
 
 def test_cpuinfo_reads_the_first_cpus_fields(tmp_path):
