@@ -49,13 +49,14 @@ def offline_engine(hf_dir: Path, dtype: str) -> engines.Engine:
     return engines.ours(load(hf_dir, dtype=dtype).model)
 
 
-def start_server(checkout: Path, hf_dir: Path, dtype: str, threads: int):
-    """A server of `checkout` (its own app code) on the model, default settings otherwise; not waited for."""
+def start_server(checkout: Path, hf_dir: Path, dtype: str, threads: int, spec: str | None = None):
+    """A server of `checkout` (its own app code) on the model (`spec`, default "en-de=DIR"), default settings
+    otherwise (no translation cache: ServerProcess's default); not waited for."""
     from bench.harness.server import ServerProcess
 
     pythonpath = os.pathsep.join(filter(None, [str(checkout), os.environ.get("PYTHONPATH")]))
     env = {"OMP_NUM_THREADS": str(threads), "PYTHONPATH": pythonpath}
-    args = ("--model", f"en-de={hf_dir}", "--dtype", dtype, "--log-level", "warning")
+    args = ("--model", spec or f"en-de={hf_dir}", "--dtype", dtype, "--log-level", "warning")
     return ServerProcess(*args, env=env, cwd=checkout)
 
 

@@ -14,8 +14,8 @@ from app.engine.core import EngineCore
 from app.engine.scheduler import Limits
 from app.metrics import Metrics
 from app.settings import Settings
-from model.loading.checkpoint import Checkpoint, load
-from model.network.precision import choose
+from model.loading.checkpoint import Checkpoint, describe, load
+from model.network.precision import bf16_speedup, choose
 from model.network.transformer import Seq2SeqTransformer
 from model.runner import Runner
 from model.runner.constraints import Words
@@ -99,7 +99,8 @@ def make_core(
 def build(spec: str, s: Settings, device: str) -> tuple[EngineCore, ModelCard]:
     """The engine core of a model spec ("DIR" or "SRC-TGT=DIR"), loaded, warmed up and ready to serve, and its card."""
     pair, path = parse_spec(spec)
-    precision, why = choose(s.dtype, device)
+    measure = (lambda: bf16_speedup(describe(path, pair).config)) if device == "cpu" else None  # auto's measurement
+    precision, why = choose(s.dtype, device, measure=measure)
     log.info("dtype %s: %s (%s)", s.dtype, precision, why)
     checkpoint = load(path, device=device, dtype=precision, pair=pair)
     b = budget(checkpoint.model, s)

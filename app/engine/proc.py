@@ -4,6 +4,7 @@ socket; each front is a DEALER) until the launcher says stop or goes away."""
 from __future__ import annotations
 
 import logging
+import os
 import pickle
 import signal
 from multiprocessing.connection import Connection
@@ -15,7 +16,7 @@ from app.engine.build import build, pick_device
 from app.engine.card import ModelCard
 from app.engine.core import EngineCore
 from app.engine.messages import Abort, Hello, Ready, Submit, Update, encode, to_core
-from app.engine.threads import core_threads
+from app.engine.threads import WAIT_POLICY, core_threads
 from app.settings import Settings
 from model.runner.host_memory import keep_freed_memory
 
@@ -32,7 +33,7 @@ def core_main(spec: str, settings: dict, address: str, stop: Connection) -> None
     log.info("host allocator: %s", "freed memory kept for reuse" if keep_freed_memory() else "as the system has it")
     threads, why_threads = core_threads()
     torch.set_num_threads(threads)
-    log.info("torch threads: %d (%s)", threads, why_threads)
+    log.info("torch threads: %d (%s); OpenMP waits: %s", threads, why_threads, os.environ.get(WAIT_POLICY, "default"))
     try:
         core, card = build(spec, s, device)
     except Exception as exc:  # the launcher prints the reason and exits non-zero

@@ -3,7 +3,10 @@ CPU) or int8-ffn (only the decoder's inner feed-forward layers), and the `auto` 
 
 from __future__ import annotations
 
+import copy
+import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -11,6 +14,7 @@ from torch import nn
 from torch.ao.nn.quantized import dynamic as nnqd
 from torch.ao.quantization import PerChannelMinMaxObserver, QConfig
 
+from model.network.config import ModelConfig
 from model.network.packed import pack_linears
 
 FLOATS = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
@@ -19,6 +23,7 @@ PRECISIONS = ("auto", *FLOATS, *INT8)
 LINEAR_DYNAMIC = torch.ops.quantized.linear_dynamic.default  # the overload itself: the packet checks args in Python
 INT8_FLAGS = ("amx_int8", "avx512_vnni", "avx_vnni")  # int8 dot products in hardware: dynamic int8 pays
 BF16_FLAGS = ("amx_bf16", "avx512_bf16")  # bf16 dot products: without them bf16 runs 3-5x slower than float32 (AVX2)
+BF16_GAIN = 1.25  # `auto` on CPU serves bfloat16 where it runs the model's own layer shapes this much faster
 
 
 def cpuinfo(path: Path = Path("/proc/cpuinfo")) -> dict[str, str]:
@@ -36,13 +41,18 @@ def cpu_flags(path: Path = Path("/proc/cpuinfo")) -> set[str]:
     return set(cpuinfo(path).get("flags", "").split())
 
 
-def choose(setting: str, device: str, flags: set[str] | None = None) -> tuple[str, str]:
-    """The precision for `setting` on `device` and why: `auto` is bf16 (fp16 without bf16) on CUDA and float32 on CPU.
-    On the built-in model int8-ffn keeps 95.4% of greedy outputs identical to float32 (int8 83.5%, bf16 87.6%) at
-    1.03-1.25x float32 (int8 1.3-1.7x), but a dynamically quantized request's output depends on what it is batched
-    with (int8-ffn: 96.3% of sentences alone = batched; float32 100%): `auto` keeps float32's batch-invariant outputs,
-    and names the int8 modes where the CPU has int8 dot products (docs/benchmarks.md, "Precision on CPU"). bf16 set on a
-    CPU without bf16 dot products is served, its reason saying float32 is faster there."""
+def choose(
+    setting: str, device: str, flags: set[str] | None = None, measure: Callable[[], float] | None = None
+) -> tuple[str, str]:
+    """The precision for `setting` on `device` and why: `auto` is bf16 (fp16 without bf16) on CUDA; on CPU bfloat16
+    where the CPU has bf16 dot products and `measure()` (float32 time / bfloat16 time of the model's own layer shapes,
+    `bf16_speedup`) reaches BF16_GAIN, else float32. bfloat16 keeps the built-in model's chrF within 0.3 of float32 on
+    its held-out sets (docs/benchmarks.md, "Precision on CPU"); it runs the built-in model 0.98-1.07x float32 on AMD
+    (AVX-512 BF16) and the OPUS-MT shape 1.8x at 64 rows on Intel (AMX), hence a measurement, not a flag. On the
+    built-in model int8-ffn keeps 95.4% of greedy outputs identical to float32 (int8 83.5%) at 1.03-1.25x float32 (int8
+    1.3-1.7x), but a dynamically quantized request's output depends on what it is batched with (int8-ffn: 96.3% of
+    sentences alone = batched): `auto` never picks int8, and names the int8 modes where the CPU has int8 dot products.
+    bf16 set on a CPU without bf16 dot products is served, its reason saying float32 is faster there."""
     if setting not in PRECISIONS:
         raise ValueError(f"dtype {setting!r}: expected one of {', '.join(PRECISIONS)}")
     flags = cpu_flags() if flags is None else flags
@@ -53,10 +63,48 @@ def choose(setting: str, device: str, flags: set[str] | None = None) -> tuple[st
     if device.startswith("cuda"):
         bf16 = torch.cuda.is_bf16_supported()
         return ("bfloat16", "CUDA with bf16") if bf16 else ("float16", "CUDA without bf16")
+    bf16, measured = next((f for f in BF16_FLAGS if f in flags), None), ""
+    if bf16 is not None and measure is not None:
+        gain = measure()
+        if gain >= BF16_GAIN:
+            return "bfloat16", (
+                f"CPU with {bf16}: bfloat16 ran this model's layer shapes {gain:.2f}x float32 at start-up "
+                f"(>= {BF16_GAIN}x); built-in model's held-out chrF within 0.3 of float32"
+            )
+        measured = f"; bfloat16 ran this model's layer shapes {gain:.2f}x float32 at start-up (< {BF16_GAIN}x)"
     found = [f for f in INT8_FLAGS if f in flags]
     if found:
-        return "float32", f"CPU: outputs independent of batching; --dtype int8-ffn / int8 are faster ({found[0]})"
-    return "float32", "CPU without VNNI/AMX int8 instructions"
+        why = f"CPU: outputs independent of batching; --dtype int8-ffn / int8 are faster ({found[0]})"
+        return "float32", why + measured
+    return "float32", "CPU without VNNI/AMX int8 instructions" + measured
+
+
+def bf16_speedup(cfg: ModelConfig, rows: int = 64, src_len: int = 32, repeats: int = 3) -> float:
+    """float32 time / bfloat16 time, on this CPU, of one decode step of a random decoder layer of `cfg`'s shape
+    (self-attention, cross-attention over `src_len` positions, feed-forward) and a slice of the output projection (up
+    to 8,192 of the vocabulary) at `rows` rows, each precision as `prepare` serves it (float32 prepacked for oneDNN,
+    bfloat16 cast), best of `repeats`, interleaved (NLLB-600M's widths: ~100 MB and well under a second)."""
+    from model.network.transformer import DecoderLayer
+
+    with torch.random.fork_rng(devices=[]):  # the process's generator stays as it was (unseeded sampling draws from it)
+        torch.manual_seed(0)
+        f32 = nn.ModuleDict({"layer": DecoderLayer(cfg), "out": nn.Linear(cfg.d_model, min(cfg.tgt_vocab_size, 8192))})
+        inputs = (torch.randn(rows, 1, cfg.d_model), torch.ones(1, 1, 1, 1, dtype=torch.bool))
+        h, d = cfg.n_heads, cfg.d_model // cfg.n_heads
+        cross = (torch.randn(rows, h, src_len, d), torch.randn(rows, h, src_len, d))
+    bf16 = copy.deepcopy(f32).to(torch.bfloat16).eval()
+    f32 = pack_linears(f32.eval())
+    src_mask = torch.ones(rows, 1, 1, src_len, dtype=torch.bool)
+    best = {torch.float32: float("inf"), torch.bfloat16: float("inf")}
+    with torch.inference_mode():
+        for warm in range(repeats + 1):  # round 0 warms both up
+            for m in (f32, bf16):
+                dtype = m["out"].weight.dtype
+                x, kv = inputs[0].to(dtype), tuple(t.to(dtype) for t in cross)
+                start = time.perf_counter()
+                m["out"](m["layer"](x, inputs[1], kv, src_mask))
+                best[dtype] = min(best[dtype], time.perf_counter() - start) if warm else best[dtype]
+    return best[torch.float32] / best[torch.bfloat16]
 
 
 def prepare(model: nn.Module, precision: str, device: str = "cpu") -> nn.Module:

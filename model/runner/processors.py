@@ -144,10 +144,12 @@ def _ban(scores: Tensor, rows: Tensor, tokens: Tensor, where: Tensor) -> None:
 
 def force(scores: Tensor, forced: Tensor | None) -> Tensor:
     """Rows with a forced token (`forced` (N,), -1: none) can take only that one: it scores 0, every other token -inf
-    (in place), as transformers' ForcedBOS/ForcedEOS processors do."""
+    (in place), as transformers' ForcedBOS/ForcedEOS processors do; one masked write of the forced rows and one value
+    per row, no (N, V) mask."""
     if forced is not None:
-        token = torch.arange(scores.shape[1], device=scores.device) == forced[:, None]  # (N, V)
-        scores.masked_fill_((forced >= 0)[:, None] & ~token, NEG_INF).masked_fill_(token, 0.0)
+        on, at = (forced >= 0)[:, None], forced.clamp(min=0)[:, None]  # (N, 1) each
+        kept = scores.gather(1, at)  # (N, 1): what an unforced row holds there, written back unchanged
+        scores.masked_fill_(on, NEG_INF).scatter_(1, at, torch.where(on, 0.0, kept))
     return scores
 
 

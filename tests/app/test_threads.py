@@ -2,7 +2,7 @@
 
 import os
 
-from app.engine.threads import cgroup_cpus, core_threads
+from app.engine.threads import cgroup_cpus, core_threads, passive_waits
 
 
 def test_omp_num_threads_wins(tmp_path):
@@ -19,3 +19,12 @@ def test_a_cgroup_quota_caps_the_usable_cpus(tmp_path):
     assert threads == 1 and ("quota" in why or usable == 1)
     quota.write_text("max 100000\n")
     assert cgroup_cpus(quota) is None and core_threads({}, quota) == (usable, "usable CPUs (affinity)")
+
+
+def test_openmp_waits_passive_unless_set():
+    """The launcher makes the cores' OpenMP threads sleep at the end of a parallel region (a spinning thread takes the
+    core its peer needs on a shared CPU); an operator's own setting wins."""
+    env: dict[str, str] = {}
+    assert passive_waits(env) == "PASSIVE" and env == {"OMP_WAIT_POLICY": "PASSIVE"}
+    env = {"OMP_WAIT_POLICY": "ACTIVE"}
+    assert passive_waits(env) == "ACTIVE" and env == {"OMP_WAIT_POLICY": "ACTIVE"}

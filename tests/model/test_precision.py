@@ -10,7 +10,16 @@ from torch.ao.nn.quantized import dynamic as nnqd
 from app.settings import BUILTIN
 from model.loading.checkpoint import load
 from model.network.packed import PackedLinear, narrowest
-from model.network.precision import INT8_FLAGS, Int8Linear, choose, cpu_flags, cpuinfo, quantize_int8
+from model.network.precision import (
+    BF16_GAIN,
+    INT8_FLAGS,
+    Int8Linear,
+    bf16_speedup,
+    choose,
+    cpu_flags,
+    cpuinfo,
+    quantize_int8,
+)
 
 VNNI = ({"avx2", "avx512f", "avx512_vnni"}, {"avx2", "avx_vnni"}, {"avx512f", "amx_bf16", "amx_int8"})
 
@@ -28,6 +37,32 @@ def test_auto_on_cpu_is_float32_and_names_the_int8_modes_where_they_pay():
     precision, why = choose("bfloat16", "cpu", {"avx2"})  # AMD Zen 3: 0.19-0.29x float32 from 16 rows
     assert precision == "bfloat16" and "no bf16 instructions" in why and "float32 is faster" in why
     assert isinstance(cpu_flags(), set)
+
+
+def test_auto_on_cpu_takes_bfloat16_where_measured_faster():
+    """With bf16 dot products, auto serves bfloat16 when the start-up measurement reaches BF16_GAIN and says so with
+    the number; below it float32, the number in its reason; without bf16 instructions it never measures."""
+    bf16 = {"avx2", "avx512f", "avx512_vnni", "avx512_bf16"}
+    precision, why = choose("auto", "cpu", bf16, measure=lambda: BF16_GAIN + 0.2)
+    assert precision == "bfloat16" and f"{BF16_GAIN + 0.2:.2f}x" in why and "avx512_bf16" in why
+    precision, why = choose("auto", "cpu", bf16 | {"amx_bf16"}, measure=lambda: BF16_GAIN - 0.2)
+    assert precision == "float32" and f"{BF16_GAIN - 0.2:.2f}x" in why and "int8-ffn" in why
+
+    def never() -> float:
+        raise AssertionError("measured on a CPU without bf16 instructions")
+
+    assert choose("auto", "cpu", {"avx2", "avx512_vnni"}, measure=never)[0] == "float32"
+    assert choose("float32", "cpu", bf16, measure=never) == ("float32", "as set")
+
+
+def test_bf16_speedup_runs_a_decoder_layer_of_the_models_shape():
+    """The measurement runs on the built-in model's shape and gives a positive ratio (its value is the machine's),
+    leaving the process's random generator as it was (the core's unseeded sampling draws from it)."""
+    from model.loading.checkpoint import describe
+
+    state = torch.get_rng_state()
+    assert bf16_speedup(describe(BUILTIN).config, rows=4, src_len=5, repeats=1) > 0
+    assert torch.get_rng_state().equal(state)
 
 
 def test_cpuinfo_reads_the_first_cpus_fields(tmp_path):

@@ -117,3 +117,26 @@ def test_a_step_copies_to_the_host_once(model, monkeypatch):
             steps += 1
             beam_ends += any(o.finished and o.token is None for o in outputs)
     assert len(fetched) == steps > 10 and len(ended) == beam_ends >= 1
+
+
+def test_log_probabilities_written_over_the_logits_only_when_every_row_is_a_beam_row():
+    """Beam rows rank log-softmax scores, greedy rows their logits, and a scored greedy row reads the log-softmax of
+    the unprocessed logits, bit for bit, whether the log-probabilities overwrite the logits (every row a beam row)
+    or not (mixed): overwriting them in a mixed batch, or processing before the log-softmax, fails it."""
+    from types import SimpleNamespace
+
+    cfg = SimpleNamespace(pad_id=1, decoder_start_id=2, eos_id=2)
+    scored = DecodeParams(return_scores=True, repetition_penalty=1.5)
+    g = torch.Generator().manual_seed(0)
+    for layout in ([(BEAM2, 2), (BEAM4, 4)], [(scored, 1), (BEAM2, 2), (GREEDY, 1)]):
+        table = table_of(layout, 300)
+        n = len(table.params)
+        logits = torch.randn(n, 300, generator=g) * 4
+        history, steps = torch.randint(4, 300, (n, 6), generator=g), torch.full((n,), 3)
+        want = logits.log_softmax(-1)
+        scores, logprobs = loop_module._process(logits.clone(), cfg, table, steps, history, None)
+        beam = torch.tensor([p.beam_size > 1 for p in table.params])
+        assert logprobs[~beam].equal(want[~beam])  # what a scored greedy row books
+        expected = torch.where(beam[:, None], want, logits)
+        loop_module.process(expected, cfg, table, steps, history, None)
+        assert scores.equal(expected)

@@ -6,7 +6,7 @@ import random
 import torch
 
 from model.runner.params import DecodeParams
-from model.runner.processors import Penalties, apply_penalties
+from model.runner.processors import Penalties, apply_penalties, force
 
 NEG_INF = float("-inf")
 
@@ -76,3 +76,20 @@ def test_one_token_bad_words_read_no_history():
     scores = apply_penalties(torch.zeros(3, 6), None, None, of(params))
     assert scores.isinf().nonzero().tolist() == [[0, 4], [2, 2], [2, 4]]
     assert apply_penalties(torch.zeros(2, 6), None, None, of(params[:1] * 2))[:, 4].isinf().all()
+
+
+def test_forced_tokens_touch_only_forced_rows():
+    """A forced row keeps 0 at its token and -inf elsewhere (transformers' ForcedBOS/EOS); every other row, -inf
+    entries included, is left bit for bit (a sparse write that lost an unforced row's value at column 0, or forced the
+    wrong column, fails)."""
+    g = torch.Generator().manual_seed(0)
+    scores = torch.randn(5, 300, generator=g)
+    scores[3, ::7] = NEG_INF
+    forced = torch.tensor([-1, 0, 17, -1, 299])
+    want = scores.clone()
+    for row, token in enumerate(forced.tolist()):
+        if token >= 0:
+            want[row] = NEG_INF
+            want[row, token] = 0.0
+    assert force(scores, forced).equal(want)
+    assert force(want.clone(), None).equal(want)

@@ -40,13 +40,18 @@ def test_grouped_attention_equals_a_copy_per_row(heads, row_slots):
 
 
 def test_two_stage_topk_equals_topk():
-    """Rows of a vocabulary that chunks evenly (8000 = 250 x 32) and one that does not (a prime: plain top-k); the
-    largest values clustered in one chunk or spread, and -inf entries (banned tokens)."""
+    """Rows of a vocabulary that chunks evenly (8000 = 250 x 32) and one that does not (a prime: whole chunks of 128
+    and a tail, as NLLB's 256,206); the largest values clustered in one chunk, in the tail, or spread, and -inf entries
+    (banned tokens). Dropping the tail's columns, or a chunk that holds one of the k largest, fails it."""
     g = torch.Generator().manual_seed(0)
     x = torch.randn(6, 8000, generator=g)
     x[1, 64:72] += 10.0  # the 8 largest in one chunk
     x[2, ::2] = float("-inf")
     for k in (1, 8, 16):
         assert all(a.equal(b) for a, b in zip(row_topk(x, k), x.topk(k, dim=-1), strict=True))
-    odd = torch.randn(3, 7919, generator=g)
-    assert all(a.equal(b) for a, b in zip(row_topk(odd, 8), odd.topk(8, dim=-1), strict=True))
+    odd = torch.randn(4, 7919, generator=g)
+    odd[1, -5:] += 10.0  # among the 8 largest: the last 5 columns, past the last whole chunk
+    odd[2, 7000:7008] += 10.0
+    odd[3, ::3] = float("-inf")
+    for k in (1, 8):
+        assert all(a.equal(b) for a, b in zip(row_topk(odd, k), odd.topk(k, dim=-1), strict=True))
