@@ -8,7 +8,7 @@ import itertools
 import random
 from pathlib import Path
 
-from training.common import EVERYDAY, WORK, read_tsv, write_lines
+from training.common import EVERYDAY, EVERYDAY2, WORK, read_tsv, write_lines
 from training.corpus import key
 
 HAND = Path(__file__).resolve().parent / "phrasebook.tsv"
@@ -340,8 +340,9 @@ def feelings() -> list[tuple[str, str]]:
 
 
 def held_out() -> tuple[set[str], list[str]]:
-    """Keys of the everyday test phrases (and README examples they include), and those of three or more words."""
-    phrases = [en for en, _ in read_tsv(EVERYDAY)]
+    """Keys of both sides of the everyday test phrases of both sets (the README examples among them), and those of
+    three or more words."""
+    phrases = [side for path in (EVERYDAY, EVERYDAY2) for pair in read_tsv(path) for side in pair]
     return {key(p) for p in phrases}, [key(p) for p in phrases if len(p.split()) >= 3]
 
 
@@ -355,8 +356,8 @@ def build() -> list[tuple[str, str]]:
     for name, found in parts.items():
         kept = 0
         for en, es in found:
-            k = key(en)
-            if k in exact or k in seen or any(h in k for h in long):
+            k, k_es = key(en), key(es)
+            if k in exact or k_es in exact or k in seen or any(h in k or h in k_es for h in long):
                 continue
             seen.add(k)
             pairs.append((en, es))
