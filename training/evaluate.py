@@ -77,7 +77,7 @@ def main() -> None:
     result: dict = {"model": str(args.model), "beam": args.beam}
     for name, (src, ref, teacher) in eval_sets(args.limit).items():
         t0 = time.time()
-        hyps = translate(ck.model, ck.tokenizer, src, args.beam)
+        hyps = translate(ck.model, ck.tokenizer, src, args.beam, prefix=ck.languages.prefix("en", "es"))
         student = scores(hyps, ref)
         result[name] = {"sentences": len(src), "student": student, "teacher": scores(teacher, ref)}
         result[name]["seconds"] = round(time.time() - t0, 1)
