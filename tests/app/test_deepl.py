@@ -86,6 +86,14 @@ def test_default_call_without_source(translator, keyed, text):
     assert (got.text, got.detected_source_lang) == (libre(keyed.url, [text])[0], "EN")
 
 
+def test_spanish_into_american_english_is_the_reverse_pair(translator, keyed):
+    """DeepL users' usual call for English, target_lang EN-US and no source: ES (the only source served into EN), as
+    /translate from es to en."""
+    got = translator.translate_text("¿Dónde está la estación?", target_lang="EN-US")
+    want = libre(keyed.url, ["¿Dónde está la estación?"], source="es", target="en")[0]
+    assert (got.text, got.detected_source_lang) == (want, "ES") and "station" in want.lower()
+
+
 def test_translate_html_keeps_the_markup(translator, keyed):
     html = "<p>The house is <b>big</b>.</p>"
     got = translator.translate_text(html, target_lang="ES", tag_handling="html")
