@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import shutil
 import time
 from pathlib import Path
 
@@ -36,6 +37,13 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--warmup", type=int, default=500)
     p.add_argument("--label-smoothing", type=float, default=0.1)
+    p.add_argument(
+        "--cooldown",
+        default="",
+        help="STEP:N: from STEP on, the learning rate falls linearly to 5%% of the schedule's over N steps (anneal the "
+        "end of a run; can be added when resuming)",
+    )
+    p.add_argument("--keep", action="store_true", help="also keep each checkpoint as run/step<N>.pt")
     p.add_argument("--minutes", type=float, default=120.0, help="stop after this much training time (this run)")
     p.add_argument("--max-steps", type=int, default=0)
     p.add_argument("--save-every", type=float, default=10.0, help="minutes between checkpoints")
@@ -98,8 +106,12 @@ def grow_from(model: Seq2SeqTransformer, path: Path) -> None:
 
 
 def lr_at(step: int, args: argparse.Namespace) -> float:
-    """Linear warmup, then inverse square-root decay."""
-    return args.lr * min((step + 1) / args.warmup, math.sqrt(args.warmup / (step + 1)))
+    """Linear warmup, then inverse square-root decay (and, with --cooldown STEP:N, a linear fall to 5% after STEP)."""
+    lr = args.lr * min((step + 1) / args.warmup, math.sqrt(args.warmup / (step + 1)))
+    if args.cooldown:
+        start, steps = (int(x) for x in args.cooldown.split(":"))
+        lr *= max(0.05, 1 - max(0, step - start) / steps)
+    return lr
 
 
 def dev_loss(model: Seq2SeqTransformer, batches: list[dict], bf16: bool) -> float:
@@ -225,6 +237,8 @@ def main() -> None:
                 extra = "".join(f" {k} {entry[k]}" for k in ("everyday_en_es", "everyday_es_en") if k in entry)
                 print(f"checkpoint step {state['step']} dev_loss {dl:.3f} dev_chrf {chrf}{extra}", flush=True)
                 save()
+                if args.keep:
+                    shutil.copyfile(ckpt, args.run / f"step{state['step']}.pt")
                 last_save = time.time()
             if done:
                 return
