@@ -9,18 +9,28 @@ import sentencepiece as spm
 import torch
 
 
+def split_code(line: str) -> tuple[str, str]:
+    """A leading `>>xx<< ` target-language code and the text after it ("" and the line when it has none)."""
+    if line.startswith(">>") and (end := line.find("<< ")) != -1:
+        return line[2:end], line[end + 3 :]
+    return "", line
+
+
 def encode_corpus(
-    src: Path, tgt: Path, spm_path: Path, cache: Path, max_len: int = 128
+    src: Path, tgt: Path, spm_path: Path, cache: Path, max_len: int = 128, codes: dict[str, int] | None = None
 ) -> list[tuple[list[int], list[int]]]:
-    """Encode a parallel corpus with the shared SentencePiece model (cached as a .pt file)."""
+    """Encode a parallel corpus with the shared SentencePiece model (cached as a .pt file). With `codes`, a source
+    line's leading `>>xx<< ` becomes the token id `codes[xx]` before its pieces (as the server prepends it)."""
     if cache.exists():
         return torch.load(cache)
     sp = spm.SentencePieceProcessor(model_file=str(spm_path))
     en = src.read_text(encoding="utf-8").splitlines()
     es = tgt.read_text(encoding="utf-8").splitlines()
+    split = [split_code(line) if codes else ("", line) for line in en]
+    prefix = [[codes[c]] if c else [] for c, _ in split] if codes else [[] for _ in split]
     pairs = [
-        (a, b)
-        for a, b in zip(sp.encode(en), sp.encode(es), strict=True)
+        (p + a, b)
+        for p, a, b in zip(prefix, sp.encode([t for _, t in split]), sp.encode(es), strict=True)
         if 0 < len(a) < max_len and 0 < len(b) < max_len
     ]
     torch.save(pairs, cache)

@@ -24,10 +24,11 @@ def latency_ms(model_dir: Path, text: str = "Where is the station?", runs: int =
     torch.set_num_threads(1)
     ck = load(model_dir)
     times = []
+    ids = ck.languages.prefix("en", "es") + ck.tokenizer.encode(text)
     with torch.inference_mode():
         for _ in range(runs + 3):
             t0 = time.perf_counter()
-            generate(ck.model, [Request(0, ck.tokenizer.encode(text), DecodeParams(max_new_tokens=64))])
+            generate(ck.model, [Request(0, ids, DecodeParams(max_new_tokens=64))])
             times.append(time.perf_counter() - t0)
     return 1000 * sorted(times[3:])[runs // 2]
 
@@ -46,6 +47,47 @@ def score_rows(scores: dict[int, dict]) -> str:
         cells = [f"{scores[beam][name][who][m]:.2f}" for name in ("handbook", "everyday") for m in ("bleu", "chrf")]
         lines.append(f"| {label} | {' | '.join(cells)} |")
     return "\n".join(lines)
+
+
+TWOWAY = (  # label, scores file (training.twoway --model DIR --beam N writes work/twoway.<DIR name>.beamN.json)
+    ("the previous built-in model (en→es only), greedy", "twoway.baseline.beam1.json"),
+    ("this model, greedy (the server's default)", "twoway.{name}.beam1.json"),
+    ("this model, beam 4", "twoway.{name}.beam4.json"),
+)
+COLUMNS = ("everyday en-es", "everyday es-en", "everyday2 en-es", "everyday2 es-en", "handbook-dev en-es")
+
+
+def twoway_rows(name: str) -> str:
+    """Markdown rows: chrF (and % of phrases under 40 chrF) both ways on both everyday sets, Handbook dev chrF."""
+    lines = []
+    for label, pattern in TWOWAY:
+        path = WORK / pattern.format(name=name)
+        if not path.exists():
+            continue
+        got = json.loads(path.read_text())
+        cells = [f"{got[c]['chrf']:.1f} ({got[c]['below40']:.0f}%)" if c in got else "not served" for c in COLUMNS]
+        lines.append(f"| {label} | {' | '.join(cells)} |")
+    return "\n".join(lines)
+
+
+def still_wrong(name: str) -> str:
+    """Markdown list of the held-out phrases under 40 chrF with greedy decoding, both ways."""
+    import sacrebleu
+
+    from training.common import EVERYDAY, EVERYDAY2, read_tsv
+
+    out = []
+    for set_name, path in (("everyday", EVERYDAY), ("everyday2", EVERYDAY2)):
+        pairs = read_tsv(path)
+        for src, tgt, col in (("en", "es", 0), ("es", "en", 1)):
+            hyp_file = WORK / f"twoway.{name}.beam1.{set_name}.{src}-{tgt}.txt"
+            if not hyp_file.exists():
+                continue
+            for pair, hyp in zip(pairs, hyp_file.read_text(encoding="utf-8").splitlines(), strict=True):
+                ref = pair[1 - col]
+                if sacrebleu.sentence_chrf(hyp, [ref]).score < 40:
+                    out.append(f"- {src}→{tgt} `{pair[col]}` → `{hyp}` (reference `{ref}`)")
+    return "\n".join(out) or "- none"
 
 
 def main() -> None:
@@ -70,6 +112,8 @@ def main() -> None:
         "test_n": f"{scores[1]['handbook']['sentences']:,}",
         "everyday_n": scores[1]["everyday"]["sentences"],
         "score_rows": score_rows(scores),
+        "twoway_rows": twoway_rows(args.model.name),
+        "still_wrong": still_wrong(args.model.name),
     }
     (args.model / "MODEL_CARD.md").write_text(TEMPLATE.read_text(encoding="utf-8").format(**fields), encoding="utf-8")
     print(f"wrote {args.model / 'MODEL_CARD.md'}")

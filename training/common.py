@@ -10,6 +10,7 @@ from pathlib import Path
 WORK = Path(__file__).resolve().parent / "work"
 HANDBOOK = Path("/usr/share/doc/debian-handbook/html")
 EVERYDAY = Path(__file__).resolve().parent / "everyday.tsv"  # hand-written test phrases: never trained on
+EVERYDAY2 = Path(__file__).resolve().parent / "everyday2.tsv"  # a second, independent set: never trained on either
 
 _SPLIT = re.compile(r"(?<=[.!?])[\"”’)]?\s+(?=[\"“‘(¿¡«]?[A-ZÁÉÍÓÚÑ])")
 _ABBREV = re.compile(r"\b(?:e\.g|i\.e|etc|Mr|Mrs|Ms|Dr|St|vs|cf|No|Fig|Vol|viz)\.$")

@@ -20,14 +20,17 @@ from training.common import EVERYDAY, WORK, read_lines, read_tsv, write_lines
 from training.distill import MARK, apertium
 
 
-def translate(model: Seq2SeqTransformer, tokenizer: Tokenizer, lines: list[str], beam: int, batch=64) -> list[str]:
-    """Translate lines with the project's own decoder, in length-sorted batches."""
+def translate(
+    model: Seq2SeqTransformer, tokenizer: Tokenizer, lines: list[str], beam: int, batch=64, prefix: list[int] = ()
+) -> list[str]:
+    """Translate lines with the project's own decoder, in length-sorted batches; `prefix`: language tokens before
+    each source (a two-way model's target token)."""
     order = sorted(range(len(lines)), key=lambda i: len(lines[i]))
     out = [""] * len(lines)
     params = DecodeParams(beam_size=beam, max_new_tokens=200)
     for start in range(0, len(order), batch):
         idx = order[start : start + batch]
-        reqs = [Request(i, tokenizer.encode(lines[i])[:250], params) for i in idx]
+        reqs = [Request(i, (list(prefix) + tokenizer.encode(lines[i]))[:250], params) for i in idx]
         for i, hyps in zip(idx, generate(model, reqs), strict=True):
             out[i] = tokenizer.decode(hyps[0].tokens)
     return out
@@ -74,7 +77,7 @@ def main() -> None:
     result: dict = {"model": str(args.model), "beam": args.beam}
     for name, (src, ref, teacher) in eval_sets(args.limit).items():
         t0 = time.time()
-        hyps = translate(ck.model, ck.tokenizer, src, args.beam)
+        hyps = translate(ck.model, ck.tokenizer, src, args.beam, prefix=ck.languages.prefix("en", "es"))
         student = scores(hyps, ref)
         result[name] = {"sentences": len(src), "student": student, "teacher": scores(teacher, ref)}
         result[name]["seconds"] = round(time.time() - t0, 1)

@@ -25,7 +25,10 @@ def main() -> None:
     cfg = ModelConfig.from_dict({**saved["config"], "dropout": 0.0})
     model = Seq2SeqTransformer(cfg)
     model.load_state_dict(saved["model"])
-    save_native(model.half(), args.spm, args.out, "en", "es")
+    languages = [c for c in saved["args"].get("languages", "").split(",") if c]
+    pieces = cfg.src_vocab_size - len(languages)  # a two-way model's language tokens follow the pieces
+    tokens = {code: pieces + i for i, code in enumerate(languages)}
+    save_native(model.half(), args.spm, args.out, "en", "es", tokens or None)
     size = sum(f.stat().st_size for f in args.out.iterdir()) / 1e6
     print(f"exported step {saved['state']['step']} to {args.out} ({size:.1f} MB)")
 

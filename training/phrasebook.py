@@ -8,7 +8,7 @@ import itertools
 import random
 from pathlib import Path
 
-from training.common import EVERYDAY, WORK, read_tsv, write_lines
+from training.common import EVERYDAY, EVERYDAY2, WORK, read_tsv, write_lines
 from training.corpus import key
 
 HAND = Path(__file__).resolve().parent / "phrasebook.tsv"
@@ -339,9 +339,49 @@ def feelings() -> list[tuple[str, str]]:
     return out
 
 
+VEHICLES = [("train", "tren", M), ("bus", "autobús", M), ("plane", "avión", M), ("boat", "barco", M),
+            ("coach", "autocar", M), ("ferry", "ferri", M)]  # fmt: skip
+WEATHER = [("hot", "Hace calor"), ("cold", "Hace frío"), ("sunny", "Hace sol"), ("windy", "Hace viento"),
+           ("cloudy", "Está nublado"), ("very hot", "Hace mucho calor"), ("very cold", "Hace mucho frío")]  # fmt: skip
+ACTIONS = [("Open", "Abre", "abrir"), ("Close", "Cierra", "cerrar"), ("Bring", "Trae", "traer"),
+           ("Clean", "Limpia", "limpiar")]  # fmt: skip
+
+
+def errands() -> list[tuple[str, str]]:
+    """Transport, weather, opening times and requests: the questions of time and place people ask first."""
+    out = []
+    for (en, es, g), (city_en, city_es) in itertools.product(VEHICLES, CITIES):
+        out += [
+            (f"When does the {en} to {city_en} leave?", f"¿Cuándo sale {the(es, g)} a {city_es}?"),
+            (f"What time does the {en} to {city_en} arrive?", f"¿A qué hora llega {the(es, g)} a {city_es}?"),
+            (f"Is this the {en} to {city_en}?", f"¿Es este {the(es, g)} a {city_es}?"),
+        ]
+    for (en, es), (city_en, city_es) in itertools.product(WEATHER, CITIES):
+        out.append((f"It is {en} in {city_en}.", f"{es} en {city_es}."))
+    for en, es in WEATHER:
+        past = es.replace("Hace", "hizo").replace("Está", "estuvo")
+        out += [(f"It is {en} today.", f"Hoy {es[0].lower()}{es[1:]}."), (f"Is it {en}?", f"¿{es}?"),
+                (f"It was {en} yesterday.", f"Ayer {past}.")]  # fmt: skip
+    for en, es, g in PLACES:
+        el = the(es, g)
+        out += [
+            (f"What time does the {en} open?", f"¿A qué hora abre {el}?"),
+            (f"What time does the {en} close?", f"¿A qué hora cierra {el}?"),
+            (f"Is the {en} open today?", f"¿Está {'abierto' if g == M else 'abierta'} {el} hoy?"),
+            (f"The {en} opens at ten.", cap(f"{el} abre a las diez.")),
+        ]
+    for (en, informal, infinitive), (thing, es, g) in itertools.product(ACTIONS, THINGS[:24]):
+        if en in ("Open", "Close") and thing not in ("door", "window", "box", "bottle", "bag", "suitcase", "book"):
+            continue
+        out += [(f"{en} the {thing}, please.", f"{informal} {the(es, g)}, por favor."),
+                (f"Could you {en.lower()} the {thing}?", f"¿Podría {infinitive} {the(es, g)}?")]  # fmt: skip
+    return out
+
+
 def held_out() -> tuple[set[str], list[str]]:
-    """Keys of the everyday test phrases (and README examples they include), and those of three or more words."""
-    phrases = [en for en, _ in read_tsv(EVERYDAY)]
+    """Keys of both sides of the everyday test phrases of both sets (the README examples among them), and those of
+    three or more words."""
+    phrases = [side for path in (EVERYDAY, EVERYDAY2) for pair in read_tsv(path) for side in pair]
     return {key(p) for p in phrases}, [key(p) for p in phrases if len(p.split()) >= 3]
 
 
@@ -349,14 +389,14 @@ def build() -> list[tuple[str, str]]:
     """Every pair once, in order, without held-out phrases; prints how many each part gave."""
     rng = random.Random(SEED)
     parts = {"hand": read_tsv(HAND), "places": places(), "things": things(rng), "food": food(),
-             "people": people(rng), "time": time_phrases(), "feelings": feelings()}  # fmt: skip
+             "people": people(rng), "time": time_phrases(), "feelings": feelings(), "errands": errands()}  # fmt: skip
     exact, long = held_out()
     pairs, seen = [], set()
     for name, found in parts.items():
         kept = 0
         for en, es in found:
-            k = key(en)
-            if k in exact or k in seen or any(h in k for h in long):
+            k, k_es = key(en), key(es)
+            if k in exact or k_es in exact or k in seen or any(h in k or h in k_es for h in long):
                 continue
             seen.add(k)
             pairs.append((en, es))

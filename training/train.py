@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import shutil
 import time
 from pathlib import Path
 
@@ -18,7 +19,7 @@ from model.loading.tokenizer import Tokenizer
 from model.network.config import ModelConfig
 from model.network.transformer import Seq2SeqTransformer
 from training.batches import collate, encode_corpus, make_batches
-from training.common import WORK, read_lines
+from training.common import EVERYDAY, WORK, read_lines, read_tsv
 from training.evaluate import translate
 
 
@@ -36,6 +37,13 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--warmup", type=int, default=500)
     p.add_argument("--label-smoothing", type=float, default=0.1)
+    p.add_argument(
+        "--cooldown",
+        default="",
+        help="STEP:N: from STEP on, the learning rate falls linearly to 5%% of the schedule's over N steps (anneal the "
+        "end of a run; can be added when resuming)",
+    )
+    p.add_argument("--keep", action="store_true", help="also keep each checkpoint as run/step<N>.pt")
     p.add_argument("--minutes", type=float, default=120.0, help="stop after this much training time (this run)")
     p.add_argument("--max-steps", type=int, default=0)
     p.add_argument("--save-every", type=float, default=10.0, help="minutes between checkpoints")
@@ -45,6 +53,12 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--dev-sentences", type=int, default=200, help="dev sentences translated at each checkpoint")
     p.add_argument("--init", type=Path, help="start from this exported model (same width, as many or more layers)")
+    p.add_argument(
+        "--languages",
+        default="",
+        help="two-way model: target-language codes (en,es) whose tokens follow the SentencePiece pieces; trains on "
+        "train.src/train.tgt (each source line starts with its target's >>xx<< code), checks dev.en -> dev.es",
+    )
     return p.parse_args()
 
 
@@ -92,8 +106,12 @@ def grow_from(model: Seq2SeqTransformer, path: Path) -> None:
 
 
 def lr_at(step: int, args: argparse.Namespace) -> float:
-    """Linear warmup, then inverse square-root decay."""
-    return args.lr * min((step + 1) / args.warmup, math.sqrt(args.warmup / (step + 1)))
+    """Linear warmup, then inverse square-root decay (and, with --cooldown STEP:N, a linear fall to 5% after STEP)."""
+    lr = args.lr * min((step + 1) / args.warmup, math.sqrt(args.warmup / (step + 1)))
+    if args.cooldown:
+        start, steps = (int(x) for x in args.cooldown.split(":"))
+        lr *= max(0.05, 1 - max(0, step - start) / steps)
+    return lr
 
 
 def dev_loss(model: Seq2SeqTransformer, batches: list[dict], bf16: bool) -> float:
@@ -110,11 +128,13 @@ def dev_loss(model: Seq2SeqTransformer, batches: list[dict], bf16: bool) -> floa
     return total / max(count, 1)
 
 
-def dev_chrf(model: Seq2SeqTransformer, tokenizer: Tokenizer, dev: tuple[list[str], list[str]]) -> float:
+def dev_chrf(
+    model: Seq2SeqTransformer, tokenizer: Tokenizer, dev: tuple[list[str], list[str]], prefix: list[int] = ()
+) -> float:
     """Greedy chrF on (the first sentences of) the dev set."""
     model.eval()
     with torch.inference_mode():
-        hyps = translate(model, tokenizer, dev[0], beam=1)
+        hyps = translate(model, tokenizer, dev[0], beam=1, prefix=prefix)
     model.train()
     return round(sacrebleu.corpus_chrf(hyps, [dev[1]]).score, 2)
 
@@ -126,10 +146,18 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     args.run.mkdir(parents=True, exist_ok=True)
     spm_path = WORK / "spm.model"
-    pairs = encode_corpus(WORK / "train.en", WORK / "train.es", spm_path, WORK / "train.pt")
-    dev = encode_corpus(WORK / "dev.en", WORK / "dev.es", spm_path, WORK / "dev.pt")
-    vocab = spm.SentencePieceProcessor(model_file=str(spm_path)).get_piece_size()
-    tokenizer = Tokenizer.from_files(spm_path, eos_id=1, pad_id=0, unk_id=2)
+    pieces = spm.SentencePieceProcessor(model_file=str(spm_path)).get_piece_size()
+    codes = {code: pieces + i for i, code in enumerate(filter(None, args.languages.split(",")))}
+    vocab = pieces + len(codes)
+    if codes:
+        pairs = encode_corpus(WORK / "train.src", WORK / "train.tgt", spm_path, WORK / "train2.pt", codes=codes)
+        dev = encode_corpus(WORK / "dev.en", WORK / "dev.es", spm_path, WORK / "dev.pt")
+        dev = [([codes["es"]] + a, b) for a, b in dev]
+    else:
+        pairs = encode_corpus(WORK / "train.en", WORK / "train.es", spm_path, WORK / "train.pt")
+        dev = encode_corpus(WORK / "dev.en", WORK / "dev.es", spm_path, WORK / "dev.pt")
+    prefix = [codes["es"]] if codes else []
+    tokenizer = Tokenizer.from_files(spm_path, eos_id=1, pad_id=0, unk_id=2, specials=frozenset(codes.values()))
     dev_text = tuple(read_lines(WORK / f"dev.{lang}")[: args.dev_sentences] for lang in ("en", "es"))
     model = build(args, vocab).to(args.device)
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.98), eps=1e-9, weight_decay=0.01, fused=True)
@@ -197,11 +225,20 @@ def main() -> None:
                 )
             done = time.time() - start > args.minutes * 60 or (args.max_steps and state["step"] >= args.max_steps)
             if done or time.time() - last_save > args.save_every * 60:
-                dl, chrf = dev_loss(model, dev_batches, args.bf16), dev_chrf(model, tokenizer, dev_text)
+                dl, chrf = dev_loss(model, dev_batches, args.bf16), dev_chrf(model, tokenizer, dev_text, prefix)
                 state["seconds"] = state.get("seconds", 0.0) + time.time() - last_save
-                state["log"].append({"step": state["step"], "tokens": state["tokens"], "dev_loss": dl, "chrf": chrf})
-                print(f"checkpoint step {state['step']} dev_loss {dl:.3f} dev_chrf {chrf}", flush=True)
+                entry = {"step": state["step"], "tokens": state["tokens"], "dev_loss": dl, "chrf": chrf}
+                if codes:  # the everyday phrases both ways
+                    phrases = read_tsv(EVERYDAY)
+                    en, es = [e for e, _ in phrases], [s for _, s in phrases]
+                    entry["everyday_en_es"] = dev_chrf(model, tokenizer, (en, es), [codes["es"]])
+                    entry["everyday_es_en"] = dev_chrf(model, tokenizer, (es, en), [codes["en"]])
+                state["log"].append(entry)
+                extra = "".join(f" {k} {entry[k]}" for k in ("everyday_en_es", "everyday_es_en") if k in entry)
+                print(f"checkpoint step {state['step']} dev_loss {dl:.3f} dev_chrf {chrf}{extra}", flush=True)
                 save()
+                if args.keep:
+                    shutil.copyfile(ckpt, args.run / f"step{state['step']}.pt")
                 last_save = time.time()
             if done:
                 return

@@ -32,6 +32,7 @@ function fillTargets() {
   const targets = src.value === "auto" ? allTargets() : [...(served.get(src.value) || [])].sort();
   tgt.replaceChildren(...targets.map((t) => option(t, nameOf(t))));
   if (targets.includes(keep)) tgt.value = keep;
+  else if (targets.length) tgt.value = targets.find((t) => t !== "en") || targets[0]; // the page is in English
   if (!targets.length) tgt.add(new Option("No models loaded", ""));
 }
 

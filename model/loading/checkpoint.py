@@ -56,14 +56,26 @@ def _unique_state(model: Seq2SeqTransformer) -> dict[str, torch.Tensor]:
     return state
 
 
-def save_native(model: Seq2SeqTransformer, spm_path: Path, out: Path, source_lang: str, target_lang: str) -> None:
-    """Write a native checkpoint directory (one shared SentencePiece model)."""
+def save_native(
+    model: Seq2SeqTransformer,
+    spm_path: Path,
+    out: Path,
+    source_lang: str,
+    target_lang: str,
+    language_tokens: dict[str, int] | None = None,
+    name: str | None = None,
+) -> None:
+    """Write a native checkpoint directory (one shared SentencePiece model). With `language_tokens` (API code ->
+    token id after the SentencePiece pieces), the checkpoint serves every pair between those languages, the target's
+    token prepended to the source as multi-target OPUS-MT models do; `source_lang`/`target_lang` are then its
+    first pair (the default direction of `python -m model`)."""
     out.mkdir(parents=True, exist_ok=True)
     meta = {
         "format": FORMAT,
-        "name": f"{source_lang}-{target_lang}",
+        "name": name or f"{source_lang}-{target_lang}",
         "source_lang": source_lang,
         "target_lang": target_lang,
+        **({"language_tokens": language_tokens} if language_tokens else {}),
         "architecture": model.cfg.to_dict(),
         "tokenizer": {"source": "spm.model", "target": "spm.model"},
     }
@@ -86,14 +98,26 @@ def _native_state(model: Seq2SeqTransformer, path: Path) -> dict[str, torch.Tens
 
 
 def _describe_native(path: Path, meta: dict) -> Description:
-    """A native checkpoint: its own pair, greedy defaults."""
+    """A native checkpoint: its own pair, or every pair between the languages of its `language_tokens` (the
+    target's token before the source, never decoded into text); greedy defaults."""
     cfg = ModelConfig.from_dict(meta["architecture"])
     tok = meta["tokenizer"]
     src, tgt = path / tok["source"], path / tok["target"]
+    codes = {code: int(i) for code, i in meta.get("language_tokens", {}).items()}
     tokenizer = Tokenizer.from_files(
-        src, tgt if tgt != src else None, eos_id=cfg.eos_id, pad_id=cfg.pad_id, unk_id=cfg.unk_id
+        src,
+        tgt if tgt != src else None,
+        eos_id=cfg.eos_id,
+        pad_id=cfg.pad_id,
+        unk_id=cfg.unk_id,
+        specials=frozenset(codes.values()),
     )
-    languages = Languages((meta["source_lang"],), (meta["target_lang"],))
+    if codes:  # its first pair first on each side (the default direction of `python -m model`)
+        sources = (meta["source_lang"], *sorted(set(codes) - {meta["source_lang"]}))
+        targets = (meta["target_lang"], *sorted(set(codes) - {meta["target_lang"]}))
+        languages = Languages(sources, targets, codes)
+    else:
+        languages = Languages((meta["source_lang"],), (meta["target_lang"],))
     return Description(path, meta["name"], "native", cfg, tokenizer, languages, GenerationDefaults())
 
 

@@ -37,6 +37,22 @@ def test_tied_output_survives_save_and_load(native_dir, tmp_path):
     assert torch.equal(loaded.out_proj.weight, model.out_proj.weight)
 
 
+def test_a_two_way_native_checkpoint_serves_both_pairs_by_target_token(native_dir, tmp_path):
+    from bench.harness.fixtures import tiny_config
+    from model.loading.checkpoint import save_native
+    from model.network.transformer import Seq2SeqTransformer
+
+    pieces = load(native_dir).tokenizer.source.get_piece_size()
+    model = Seq2SeqTransformer(tiny_config(pieces + 2, tie_output=True))
+    save_native(model, native_dir / "spm.model", tmp_path / "two", "en", "es", {"en": pieces, "es": pieces + 1})
+    ck = load(tmp_path / "two")
+    langs = ck.languages
+    assert sorted(langs.pairs()) == [("en", "es"), ("es", "en")] and not langs.serves("en", "en")
+    assert (langs.sources[0], langs.targets[0]) == ("en", "es")  # its first pair first (python -m model's default)
+    assert langs.prefix("en", "es") == [pieces + 1] and langs.prefix("es", "en") == [pieces]
+    assert ck.tokenizer.decode([pieces, pieces + 1]) == ""  # the language tokens never reach the text
+
+
 def test_strict_loading_names_missing_and_unexpected_tensors(native_dir, tmp_path):
     bad = tmp_path / "bad"
     shutil.copytree(native_dir, bad)
