@@ -2,10 +2,10 @@
 is asked to learn which form a term takes: the data behind `model.runner.agreement`, as one route's token ids.
 
 A table row is one word in each of the language's forms (Spanish: masculine, feminine, then their plurals; `GENDERS`
-gives each column's gender); the first row holds the articles the model scores the term after. A word's form is found in the longest row ending
-before the term ("de la" -> "del", "todo el" -> "toda la"). The model's scores get a prior from the term's first word's
-ending (Spanish: -a feminine, -o masculine, with the known exceptions), which it knows less well than the articles it
-writes. Languages without a table get no agreement."""
+gives each column's gender); the first row holds the articles the model scores the term after. A word's form is found
+in the longest row ending before the term ("de la" -> "del", "todo el" -> "toda la"). The model's scores get a prior
+from the term's first word's ending (Spanish: -a feminine, -o masculine, with the known exceptions), which it knows
+less well than the articles it writes. Languages without a table get no agreement."""
 
 from __future__ import annotations
 
