@@ -195,10 +195,10 @@ def extra_candidates(scores: Tensor, rows: Tensor, cons: Constraints) -> tuple[T
     nxt = c.gather(2, matched.clamp(max=c.shape[2] - 1)[:, :, None])[:, :, 0]
     closed = cons.placed.index_select(0, rows) & (cons.budget.index_select(0, rows) <= 0) & (matched == 0)
     nxt = nxt.masked_fill(met | closed, -1)  # (R, J): a placed term starts only inside its window
-    row_scores = scores.index_select(0, rows)  # (R, V)
-    best = row_scores.argmax(1, keepdim=True)  # (R, 1)
+    best = scores.argmax(1).index_select(0, rows)[:, None]  # (R, 1)
     tokens = torch.cat([nxt, best], 1)  # (R, J + 1)
-    got = row_scores.gather(1, tokens.clamp(min=0))
+    at = rows[:, None] * scores.shape[1] + tokens.clamp(min=0)  # (R, J + 1) into the flat scores: no (R, V) copy
+    got = scores.reshape(-1).index_select(0, at.view(-1)).view_as(at)
     return tokens.clamp(min=0), got.masked_fill(tokens < 0, NEG_INF)
 
 
