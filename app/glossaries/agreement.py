@@ -53,8 +53,8 @@ class Agreeing:
         self.encode, self.encode_target, self.lead, self.language = encode, encode_target, lead, language
         table = TABLES[language]
         self.articles, self.sources = table[0], sources
-        self.words = tuple(word for row in table for case in (str, _capital) for word in self._words(row, case))
-        self.openers = tuple(tuple(encode_target(_capital(a))) for a in self.articles)
+        self.words = tuple(word for row in table for case in (str, capital) for word in self._words(row, case))
+        self.openers = tuple(tuple(encode_target(capital(a))) for a in self.articles)
 
     def _words(self, row: tuple[str, ...], case: Callable[[str], str]) -> list[Word]:
         """The distinct words of a row, each with the forms it fits and its own ids in every form."""
@@ -75,7 +75,7 @@ class Agreeing:
         forms = tuple((*self.lead, *self.encode_target(f"{a} {target}")) for a in self.articles)
         gender = ending(self.language, target)
         prior = tuple(ENDING_NATS * (g == gender) for g in GENDERS[self.language])
-        lower = tuple(self.encode_target(target)) if opens and _capital(target) != target else ()
+        lower = tuple(self.encode_target(target)) if opens and capital(target) != target else ()
         return Probe(sources, forms, prior, lower)
 
 
@@ -89,6 +89,6 @@ def ending(language: str, term: str) -> str:
     return next((g for end, g in ENDINGS[language] if word.endswith(end)), "")
 
 
-def _capital(word: str) -> str:
+def capital(word: str) -> str:
     """The word with a capital first letter (a sentence's first word)."""
     return word[:1].upper() + word[1:]

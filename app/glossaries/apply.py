@@ -8,7 +8,7 @@ import re
 from collections.abc import Callable
 
 from app.errors import ApiError
-from app.glossaries.agreement import Agreeing
+from app.glossaries.agreement import Agreeing, capital
 from app.glossaries.entries import Entry
 from app.glossaries.matching import Match, Matcher
 from model.runner.params import Agreement
@@ -67,7 +67,7 @@ class GlossaryUse:
         found = []
         for m in self.matcher.find(unit):
             opens = m.start == start and unit[start : start + 1].isupper()  # the sentence starts with the term
-            target = unit[m.start : m.end] if m.verbatim else m.target[:1].upper() + m.target[1:] if opens else m.target
+            target = unit[m.start : m.end] if m.verbatim else capital(m.target) if opens else m.target
             if ids := self._checked(m.source, target):
                 found.append((ids, (m.start, m.end), m, opens))
         if len(found) > self.max_constraints:
@@ -97,8 +97,7 @@ class GlossaryUse:
 def whole_words(term: str, text: str) -> bool:
     """Whether `term` stands in `text` as whole words, or with a capital first letter at its start (¿ and ¡ before)."""
     exact = re.search(rf"(?<!\w){re.escape(term)}(?!\w)", text) is not None
-    capital = term[:1].upper() + term[1:]
-    return exact or re.match(rf"[\s¿¡\"'(«]*{re.escape(capital)}(?!\w)", text) is not None
+    return exact or re.match(rf"[\s¿¡\"'(«]*{re.escape(capital(term))}(?!\w)", text) is not None
 
 
 def union(first: list[tuple[int, int]], second: list[tuple[int, int]]) -> list[tuple[int, int]]:
