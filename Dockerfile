@@ -64,6 +64,13 @@ ENV PATH=/opt/venv/bin:$PATH \
     TORCHINDUCTOR_CACHE_DIR=/tmp/.cache/torchinductor \
     TRITON_CACHE_DIR=/tmp/.cache/triton
 
+# Debian's Spanish morphological analyser (Apertium's lt-proc, run as its own program): the gender of a glossary's
+# Spanish terms that the model does not know ("un ventanal", "la sartén"); about 50 MB. Without it the model and the
+# word's ending decide (app/glossaries/lexicon.py).
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends apertium-eng-spa \
+    && rm -rf /var/lib/apt/lists/*
+
 # A fixed numeric uid/gid so Kubernetes can check runAsNonRoot; /models is where user models are mounted
 # (read-only is enough). No VOLUME instruction: an unmounted /models should not leave anonymous volumes.
 RUN groupadd --system --gid "${UID}" mt \

@@ -12,6 +12,7 @@ from app.errors import ApiError
 from app.glossaries.agreement import NEUTRAL, SOURCES, TABLES, Agreeing
 from app.glossaries.apply import GlossaryUse, union
 from app.glossaries.entries import Entry
+from app.glossaries.lexicon import lexicon
 from app.glossaries.records import Terms
 from app.job import Job
 from app.layout import Layout
@@ -148,7 +149,9 @@ def glossary_use(
     lead = () if params.forced_bos_id is None else (params.forced_bos_id,)
     encode = lambda text: [*prefix, *tok.encode(text)]  # noqa: E731
     sources = SOURCES.get(source, NEUTRAL)
-    agreeing = Agreeing(ask.target, sources, encode, tok.encode_target, lead) if ask.target in TABLES else None
+    agreeing = None
+    if ask.target in TABLES:
+        agreeing = Agreeing(ask.target, sources, encode, tok.encode_target, lead, lexicon(ask.target))
     return GlossaryUse(terms.entries, tok.encode_target, settings.max_beam_size - 1, tok.spells, params.max_new_tokens,
                        agreeing)  # fmt: skip
 

@@ -5,7 +5,8 @@ catch the ways a forced term spoils a sentence. Pure Python (sacrebleu for chrF)
 Each TSV row: split, English, a reference that uses the terms verbatim, and 1-3 terms `source=target=replaced=gender`
 joined by ` | `: the English term, the Spanish term the output must hold (as written: capitalised where it begins
 the Spanish sentence), the word(s) a plain translation uses instead (alternatives joined by `/`, `-` for none), and
-the term's gender/number (m, f, mp, fp; `-` for brand names and non-nouns). A source that equals its target is a
+the term's gender/number (m, f, mp, fp; c, cp for a noun of either gender that the source leaves open, "el/la gerente";
+`-` for brand names and non-nouns). A source that equals its target is a
 do-not-translate entry. One glossary serves a whole file: `glossary(rows)`.
 
 The metrics, per term of a row (each needed as many times as its source occurs in the English):
@@ -43,7 +44,8 @@ import sacrebleu
 DATA = Path(__file__).resolve().parent / "data"
 EVAL, CHECK = DATA / "glossary_eval.tsv", DATA / "glossary_check.tsv"
 HEADER = "split\tenglish\treference\tterms"
-GENDERS = ("m", "f", "mp", "fp", "-")
+GENDERS = ("m", "f", "mp", "fp", "c", "cp", "-")
+COMMON = {"c": ("m", "f"), "cp": ("mp", "fp")}  # a common-gender noun: either article is right
 SPLITS = ("dev", "test", "check")
 REACH = 2  # words either side: the replaced word's reach and the overlap window
 CHRF_DROP = 10.0  # sentence chrF points below the plain output's that count as a drop
@@ -228,12 +230,14 @@ def determiner_disagrees(output: str, target: str, gender: str) -> bool:
     """The word right before an occurrence of the target (whole words, any case; only whitespace between) is a
     determiner that does not go with the term's gender/number: "el foto", "una ventanal", "los llave". `del`/`al`
     count as masculine singular, mi/tu/su/cada as singular and mis/tus/sus as plural of either gender; adjectives
-    are not checked, and a gender of `-` never disagrees."""
-    if gender not in GENDERS[:4]:
+    are not checked, a common-gender noun's determiner disagrees only in number, and a gender of `-` never
+    disagrees."""
+    if gender not in GENDERS[:-1]:
         return False
+    wanted = COMMON.get(gender, (gender,))
     for start, _ in spans(output, target, ignore_case=True):
         before = re.search(r"([^\W_]+)\s+$", output[:start])
-        if before and gender not in DETERMINERS.get(before.group(1).lower(), (gender,)):
+        if before and not set(wanted) & set(DETERMINERS.get(before.group(1).lower(), wanted)):
             return True
     return False
 

@@ -164,6 +164,9 @@ def test_replaced_kept():
         ("Abre el Firefox.", "Firefox", "-", False),
         ("Dijo el: foto.", "foto", "f", False),  # not right before it
         ("La foto y el foto.", "foto", "f", True),  # any occurrence
+        ("Quiero hablar al gerente.", "gerente", "c", False),  # a common-gender noun: either article
+        ("La gerente aprobó.", "gerente", "c", False),
+        ("Los gerente aprobó.", "gerente", "c", True),  # but the number still counts
     ],
 )
 def test_determiner_disagrees(output, target, gender, expected):

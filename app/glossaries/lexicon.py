@@ -1,0 +1,77 @@
+"""The grammatical gender of a target-language noun, from a morphological analyser installed on the machine where
+there is one: Apertium's `lt-proc` with a Debian `apertium-*` package's analyser (Spanish: `apertium-eng-spa`).
+A small model knows the gender of the words it saw often; a glossary's terms are often the words it saw least
+("un ventanal", "la sartén"), which a dictionary of tens of thousands of nouns knows."""
+
+from __future__ import annotations
+
+import functools
+import logging
+import re
+import select
+import shutil
+import subprocess
+import threading
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+ANALYSERS: dict[str, tuple[str, ...]] = {  # where Debian's packages put each language's analyser
+    "es": ("/usr/share/apertium/apertium-eng-spa/spa-eng.automorf.bin",),
+}
+WORD = re.compile(r"[^\W\d_]+")  # letters only: the analyser's stream format gives ^ $ / < > @ [ ] meanings
+NOUN = re.compile(r"<n><(m|f|mf)>")
+TIMEOUT_S = 2.0
+
+
+class Lexicon:
+    """One language's analyser, kept running (`lt-proc -z`: a NUL-ended word in, its NUL-ended analyses out), its
+    answers cached. A failing analyser answers "" from then on (the model and the word's ending decide)."""
+
+    def __init__(self, analyser: Path, program: str = "lt-proc"):
+        self.lock, self.broken = threading.Lock(), False
+        self.proc = subprocess.Popen([program, "-z", str(analyser)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.DEVNULL)  # fmt: skip
+
+    @functools.lru_cache(maxsize=65536)  # noqa: B019 (one Lexicon per language, kept for the process's life)
+    def gender(self, word: str) -> str:
+        """The word's gender, m or f, where the analyser knows it as a noun of one gender; "" where it does not know
+        it, knows it as both ("el/la gerente") or not as a noun."""
+        if not WORD.fullmatch(word):
+            return ""
+        genders = set(NOUN.findall(self._analyse(word.lower())))
+        return genders.pop() if len(genders) == 1 and genders != {"mf"} else ""
+
+    def _analyse(self, word: str) -> str:
+        """The analyser's answer for one word ("^sartén/sartén<n><f><sg>$"), or "" once it failed."""
+        with self.lock:
+            if self.broken:
+                return ""
+            try:
+                self.proc.stdin.write(word.encode() + b"\0")
+                self.proc.stdin.flush()
+                out = b""
+                while not out.endswith(b"\0"):
+                    if not select.select([self.proc.stdout], [], [], TIMEOUT_S)[0]:
+                        raise TimeoutError(f"no answer in {TIMEOUT_S} s")
+                    chunk = self.proc.stdout.read1(4096)
+                    if not chunk:
+                        raise EOFError("the analyser exited")
+                    out += chunk
+                return out.decode(errors="replace")
+            except (OSError, ValueError, TimeoutError, EOFError) as e:
+                log.warning("morphological analyser failed (%s): genders from the model and word endings only", e)
+                self.broken = True
+                self.proc.kill()
+                return ""
+
+
+@functools.cache
+def lexicon(language: str) -> Lexicon | None:
+    """The language's lexicon where `lt-proc` and one of its analysers are installed, else None."""
+    program = shutil.which("lt-proc")
+    found = next((Path(p) for p in ANALYSERS.get(language, ()) if Path(p).is_file()), None)
+    if program is None or found is None:
+        return None
+    log.info("genders of %s glossary terms from the analyser %s", language, found)
+    return Lexicon(found, program)

@@ -1,0 +1,47 @@
+"""The genders of target-language nouns from the machine's morphological analyser, and the prior they give a term's
+probe: decisive where the analyser (or, for a word it does not know, the word's ending) says a gender."""
+
+import shutil
+
+import pytest
+
+from app.glossaries.agreement import DECISIVE, ENDING_NATS, SOURCES, Agreeing
+from app.glossaries.lexicon import ANALYSERS, Lexicon, lexicon
+
+ES = lexicon("es")
+needs_analyser = pytest.mark.skipif(ES is None, reason="no Spanish morphological analyser (apertium-eng-spa)")
+
+
+def encode(text: str) -> list[int]:
+    """One id per character: enough for priors."""
+    return [ord(c) for c in text]
+
+
+@needs_analyser
+def test_the_analyser_gives_one_gender_or_none():
+    # catches: a verb's or adjective's gender taken ("sanitario" adj), "el/la gerente" forced to one, plurals unread,
+    # the stream format's markup characters sent to the analyser
+    words = ("sartén", "Sartenes", "laguna", "filme", "gerente", "ventanal", "sanitario", "a<b>", "")
+    assert [ES.gender(w) for w in words] == ["f", "f", "f", "m", "", "", "", "", ""]
+
+
+def test_a_failing_analyser_answers_nothing_and_keeps_serving(tmp_path):
+    # catches: an exception (a 500 on the glossary request) when the analyser exits or was never there
+    dead = Lexicon(tmp_path / "none.bin", program=shutil.which("true") or "true")
+    assert dead.gender("laguna") == "" and dead.broken
+    assert dead.gender("sartén") == ""
+    assert lexicon("xx") is None and "xx" not in ANALYSERS
+
+
+@needs_analyser
+def test_with_an_analyser_its_gender_or_the_endings_decides_and_without_one_the_ending_weighs_little():
+    # catches: the analyser's gender given the ending's 2 nats (the model's word's gender wins: "la ventanal"), or a
+    # word the analyser does not know left without the ending's gender
+    with_it = Agreeing("es", SOURCES["en"], encode, encode, lexicon=ES)
+    without = Agreeing("es", SOURCES["en"], encode, encode)
+    prior = lambda agreeing, term: agreeing([("x", term, False)]).probes[0].prior  # noqa: E731
+    assert prior(with_it, "sartén") == (0, DECISIVE, 0, DECISIVE)  # no ending rule: the analyser's
+    assert prior(with_it, "ventanal grande") == (DECISIVE, 0, DECISIVE, 0)  # unknown to it: "-al"
+    assert prior(with_it, "gerente") == (0, 0, 0, 0)  # either: the model decides
+    assert prior(without, "ventanal") == (ENDING_NATS, 0, ENDING_NATS, 0)
+    assert prior(without, "sartén") == (0, 0, 0, 0)
