@@ -28,6 +28,7 @@ import httpx
 import sacrebleu
 import torch
 
+from app.glossaries.lexicon import lexicon
 from bench import glossary_quality as gq
 from bench import marian
 from bench.harness.server import ServerProcess
@@ -250,7 +251,9 @@ def quality(args) -> int:
     seconds = time.perf_counter() - start
     summary = gq.evaluate(rows, outputs, plain)
     name = f"{args.set}/{split}, beam {args.beam}"
-    print(f"## {name}: {len(rows)} sentences, {seconds:.1f} s\n")
+    analyser = lexicon("es")
+    print(f"## {name}: {len(rows)} sentences, {seconds:.1f} s; Spanish genders from "
+          f"{analyser.path if analyser else 'the model and word endings (no analyser installed)'}\n")  # fmt: skip
     print(gq.table({name: summary}))
     step = max(1, len(rows) // args.samples) if args.samples else 0
     if step:

@@ -29,7 +29,7 @@ class Lexicon:
     answers cached. A failing analyser answers "" from then on (the model and the word's ending decide)."""
 
     def __init__(self, analyser: Path, program: str = "lt-proc"):
-        self.lock, self.broken = threading.Lock(), False
+        self.lock, self.broken, self.path = threading.Lock(), False, analyser
         self.proc = subprocess.Popen([program, "-z", str(analyser)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.DEVNULL)  # fmt: skip
 
