@@ -28,6 +28,7 @@ from model.runner.state import Encoded
 log = logging.getLogger("mt.engine")
 T = TypeVar("T")
 PUBLISH_S = 0.25  # while only decode steps happen, their metrics and the cache gauge reach Prometheus this often
+MAX_RETRIES = 8  # decodes again per request to mend glossary terms (one occurrence each): a bound, never a loop
 
 
 class EngineCore:
@@ -276,14 +277,14 @@ class EngineCore:
     def _retried(self, req: EngineRequest, best: Hypothesis) -> bool:
         """Whether the request is queued again with a missing glossary term forced (`model.runner.fallback`), or a
         term made to agree with the word before it (`model.runner.agreement`)."""
-        if not req.params.constraint_spans or self.starts is None:
+        if not req.params.constraint_spans or self.starts is None or req.retries >= MAX_RETRIES:
             return False
         params = redo(self.loop.runner, self.starts, req.src, req.params, best.tokens)
         likely = lambda outs: agreement.likelihoods(self.loop.runner, [(tuple(req.src), o) for o in outs])  # noqa: E731
         params = params or agreement.redo(req.params, best.tokens, self._forms, likely)
         if params is None:
             return False
-        again = EngineRequest(req.src, params, req.id, req.front, req.stream, req.arrival)
+        again = EngineRequest(req.src, params, req.id, req.front, req.stream, req.arrival, retries=req.retries + 1)
         self.requests[again.key] = again
         self.scheduler.add(again)
         return True

@@ -31,6 +31,7 @@ class EngineRequest:
     last_token: float | None = None
     status: Status = Status.WAITING
     aborted: bool = False
+    retries: int = 0  # times decoded again to mend its glossary terms (at most MAX_RETRIES)
 
     @property
     def key(self) -> tuple[bytes, int]:

@@ -57,6 +57,10 @@ def redo(
             continue  # twins share the first one's probe; the k-th occurrence is the k-th twin's
         found = [i for i in range(len(tokens) - len(term) + 1) if tuple(tokens[i : i + len(term)]) == term]
         for at, k in zip(found, twins, strict=False):
+            if p.lower and term != p.lower and at > int(params.forced_bos_id is not None):  # words came first: lower
+                lowered = tuple(p.lower if c == term else c for c in cons)
+                prefix = (*tokens[:at], *p.lower)
+                return placed(dataclasses.replace(params, constraints=lowered), prefix, k)
             word = agreement.before(tokens, at)
             if word is None and not (at == 0 and p.lower):
                 continue

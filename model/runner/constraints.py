@@ -106,11 +106,12 @@ class Constraints:
         """(N, J) bool: constraints placed by alignment (they have a source span)."""
         return self.span[..., 0] >= 0
 
-    def opened(self, align: Tensor) -> Constraints:
+    def opened(self, align: Tensor, mid_word: Tensor | None = None) -> Constraints:
         """These rows once the decoder's alignment `align` (N, S) of this step is known: a window not open yet opens
         where its mass on the constraint's span reaches ALIGN_MASS or its argmax falls inside; every window of a term
-        not under way has passed once the argmax reaches the source's last token (a term is never appended after the
-        sentence)."""
+        not under way has passed once the argmax reaches the source's last token between words (a term is never
+        appended after the sentence; `mid_word` (N,) bool: rows whose model goes on with its word, where a glance at
+        the source's EOS, a common resting place of attention, is not the sentence's end: "Reinic|ia|r")."""
         start, own, end = (self.span[..., k].clamp(min=0) for k in range(3))  # (N, J) each
         mass = F.pad(align.float().cumsum(1), (1, 0))  # (N, S + 1)
         on = mass.gather(1, end.clamp(max=align.shape[1])) - mass.gather(1, start.clamp(max=align.shape[1]))
@@ -119,7 +120,8 @@ class Constraints:
         last = (align > 0).long().cumsum(1).argmax(1)[:, None]  # (N, 1) the last source token (padding weighs 0)
         waiting = self.placed & (self.budget < 0)
         budget = torch.where(waiting & reached, WINDOW_WORDS, self.budget)
-        passed = self.placed & (peak == last) & (self.matched == 0) & ~(waiting & reached)  # the end: passed
+        at_end = peak == last if mid_word is None else (peak == last) & ~mid_word[:, None]  # (N, 1)
+        passed = self.placed & at_end & (self.matched == 0) & ~(waiting & reached)  # the end: passed
         budget = budget.masked_fill(passed, 0)
         looking = self.placed & (own <= peak) & (peak < end)
         return Constraints(self.tokens, self.length, self.matched, self.met, self.span, budget, self.fresh, looking)

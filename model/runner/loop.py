@@ -217,7 +217,9 @@ def work(plan: Plan, refs: tuple[Tensor, Tensor, Tensor], args: tuple) -> tuple:
     scores, logprobs = _process(logits.float(), cfg, table, steps, search.history, forced)
     if cons is not None:
         if align is not None:  # placed terms: where the decoder looks, and whether it would end the sentence here
-            cons = cons.opened(align).ended(scores.argmax(1) == cfg.eos_id)
+            best = scores.argmax(1)  # (N,)
+            mid_word = words.joins[best] if words is not None else None
+            cons = cons.opened(align, mid_word).ended(best == cfg.eos_id)
         scores[:, cfg.eos_id].masked_fill_(cons.unmet(), float("-inf"))  # no EOS before every constraint is met
         if words is not None:  # a term just ended: the next token starts a word or is punctuation
             scores.masked_fill_(cons.fresh[:, None] & words.joins, float("-inf"))

@@ -87,6 +87,19 @@ def test_a_term_opening_the_output_gets_its_article_where_the_model_likes_it_bet
     )  # not capitalised by the glossary: as it is
 
 
+def test_a_term_capitalised_to_open_the_output_is_lowered_where_words_came_first():
+    # catches: "Las Contraseñas deben" left capitalised mid-sentence, or lowered again and again (a retry loop)
+    upper, lower = (40, 41), (20, 21)
+    p = Probe(((1, 2, 3),), ((EL, *lower), (LA, *lower)), (0.0, 0.0), lower)
+    base = DecodeParams(beam_size=4, max_new_tokens=32, constraints=(upper,), constraint_spans=((0, 1, 2),))
+    base = dataclasses.replace(base, agreement=Agreement((p,), WORDS, ((50,), (51,))))
+    again = redo(base, [51, *upper, 7, 8], scores(-3.0), NONE)
+    assert again.prefix == (51, *lower) and again.constraints == (lower,) and again.constraint_spans == (ANYWHERE,)
+    assert redo(again, [51, *lower, 7, 8], scores(-3.0), NONE) is None  # lowered and agreeing: done
+    with_bos = dataclasses.replace(base, forced_bos_id=9)
+    assert redo(with_bos, [9, *upper, 7], scores(-3.0), NONE) is None  # a forced language token is no word
+
+
 def test_the_probe_scores_what_teacher_forcing_scores(model):
     # catches: padding counted in a shorter form's score, the forms' or sources' order mixed up, the prior left out
     p = Probe(((3, 4, 5, 1), (6, 1)), ((7, 8), (9, 8, 10), (11,)), (0.0, 2.0, 0.0))

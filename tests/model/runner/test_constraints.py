@@ -122,6 +122,10 @@ def test_a_placed_term_is_offered_only_inside_its_window():
     assert cons.opened(torch.tensor([[0.1, 0.5, 0.05, 0.05, 0.3]])).budget.tolist() == [[-1]]  # only on its span
     at_end = cons.opened(torch.tensor([[0.1, 0.1, 0.05, 0.05, 0.7]]))  # the decoder reached the source's end
     assert at_end.budget.tolist() == [[0]] and at_end.lost().tolist() == [[True]]  # never appended after it
+    between = cons.opened(torch.tensor([[0.1, 0.1, 0.05, 0.05, 0.7]]), torch.tensor([False]))
+    assert between.budget.tolist() == [[0]]  # between words: the end
+    glance = cons.opened(torch.tensor([[0.1, 0.1, 0.05, 0.05, 0.7]]), torch.tensor([True]))
+    assert glance.budget.tolist() == [[-1]]  # mid-word ("Reinic|ia|r"): a glance at EOS, not the end
 
 
 def test_a_window_passes_after_its_words_and_then_the_row_may_end():
