@@ -68,21 +68,24 @@ class Agreeing:
         return [Word(variants[i], tuple(k for k, v in enumerate(row) if v == w), variants)
                 for i, w in enumerate(row) if w and row.index(w) == i]  # fmt: skip
 
-    def __call__(self, terms: list[tuple[str, str, bool] | None]) -> Agreement | None:
+    def __call__(self, terms: list[tuple[str, str, bool] | None], capitalised: bool = False) -> Agreement | None:
         """The agreement of a unit's constraints, each (source, target, whether it opens the unit capitalised) or None
-        for one kept as written."""
+        for one kept as written; `capitalised`: the unit starts with a capital."""
         if not any(terms):
             return None
-        return Agreement(tuple(self._probe(*t) if t else None for t in terms), self.words, self.openers)
+        probes = tuple(self._probe(*t, capitalised) if t else None for t in terms)
+        return Agreement(probes, self.words, self.openers)
 
-    def _probe(self, source: str, target: str, opens: bool) -> Probe:
+    def _probe(self, source: str, target: str, opens: bool, capitalised: bool = False) -> Probe:
         """The model's question for one term: the term after each article, after each source text."""
         sources = tuple(tuple(self.encode(s.format(source))) for s in self.sources)
         forms = tuple((*self.lead, *self.encode_target(f"{a} {target}")) for a in self.articles)
         gender, nats = self._gender(target)
         prior = tuple(nats * (g == gender) for g in GENDERS[self.language])
         lower = tuple(self.encode_target(target)) if opens and capital(target) != target else ()
-        return Probe(sources, forms, prior, lower)
+        raise_it = capitalised and not opens and capital(target) != target
+        upper = tuple(self.encode_target(capital(target))) if raise_it else ()
+        return Probe(sources, forms, prior, lower, upper)
 
     def _gender(self, target: str) -> tuple[str, float]:
         """The gender of the term's first word and the nats it weighs: the analyser's where it knows the word, else

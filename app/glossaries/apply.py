@@ -57,8 +57,9 @@ class GlossaryUse:
         written), or None without a table for the target language."""
         if self.agreeing is None:
             return None
-        found = self._found(unit)
-        return self.agreeing([None if m.verbatim else (m.source, m.target, opens) for _, _, m, opens in found])
+        found, text = self._found(unit), unit.lstrip()
+        terms = [None if m.verbatim else (m.source, m.target, opens) for _, _, m, opens in found]
+        return self.agreeing(terms, capitalised=text[:1].isupper())
 
     def _found(self, unit: str) -> list[tuple[tuple[int, ...], tuple[int, int], Match, bool]]:
         """Each constraint of the unit: its ids, its span in the unit, its match and whether it opens the unit

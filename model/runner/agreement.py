@@ -47,7 +47,10 @@ def redo(
     (cached by the caller); `likely`: outputs' log-probabilities for the request's source. A word before a term that
     fits another form is swapped for its word of the model's form; a term capitalised to open the output gets the
     article of its form before it, in its own case, where the model likes that better ("Contraseñas deben" -> "Las
-    contraseñas deben"). Each retry mends one more occurrence, for good."""
+    contraseñas deben"), and is lowered where the output put words before it ("Las Contraseñas" -> "Las
+    contraseñas"); a lowercase term that opens the output of a sentence starting with a capital gets its article
+    or a capital ("comercio en la esquina" -> "El comercio en la esquina"). Each retry mends one more occurrence,
+    for good."""
     agreement, cons = params.agreement, params.constraints
     if agreement is None:
         return None
@@ -62,17 +65,20 @@ def redo(
                 prefix = (*tokens[:at], *p.lower)
                 return placed(dataclasses.replace(params, constraints=lowered), prefix, k)
             word = agreement.before(tokens, at)
-            if word is None and not (at == 0 and p.lower):
+            if word is None and not (at == 0 and (p.lower or p.upper and term != p.upper)):
                 continue
             score = scores(p)
             best = max(range(len(score)), key=score.__getitem__)
-            if word is None:  # the term opens the output: with its article?
-                opened = (*agreement.openers[best], *p.lower)
-                ours, article = likely([term, opened])
-                if article - ours < MARGIN or len(opened) >= params.max_new_tokens:
-                    continue
-                lowered = tuple(p.lower if c == term else c for c in cons)
-                return placed(dataclasses.replace(params, constraints=lowered), opened, k)
+            if word is None:  # the term opens the output: with its article, else with a capital
+                opened = (*agreement.openers[best], *(p.lower or term))
+                ours, article = likely([p.upper or term, opened])
+                if article - ours >= MARGIN and len(opened) < params.max_new_tokens:
+                    lowered = tuple(p.lower if c == term else c for c in cons) if p.lower else cons
+                    return placed(dataclasses.replace(params, constraints=lowered), opened, k)
+                if p.lower:
+                    continue  # capitalised already
+                raised = tuple(p.upper if c == term else c for c in cons)
+                return placed(dataclasses.replace(params, constraints=raised), p.upper, k)
             if best in word.fits or not word.variants[best] or score[best] - max(score[f] for f in word.fits) < MARGIN:
                 continue
             prefix = (*tokens[: at - len(word.ids)], *word.variants[best], *term)

@@ -14,13 +14,15 @@ ANYWHERE: Span = (-1, -1, -1)  # a constraint's span when it is placed by the pr
 @dataclass(frozen=True)
 class Probe:
     """How one term's form is asked of the model: source ids (neutral texts, and the term's source after an article),
-    the term after each form's article (target ids, no EOS), a prior per form in nats (the language's endings), and
-    the term as written where its constraint is capitalised to open the output (else empty)."""
+    the term after each form's article (target ids, no EOS), a prior per form in nats (the language's endings), the
+    term as written where its constraint is capitalised to open the output (else empty), and the term capitalised
+    where it is not but its sentence starts with a capital (the output's first word, should the term open it)."""
 
     sources: tuple[tuple[int, ...], ...]
     forms: tuple[tuple[int, ...], ...]
     prior: tuple[float, ...]
     lower: tuple[int, ...] = ()
+    upper: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)

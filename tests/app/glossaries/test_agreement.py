@@ -51,3 +51,6 @@ def test_a_term_capitalised_to_open_a_sentence_carries_its_form_as_written():
     assert use.agreement("Passwords expire").probes[0].lower == tuple(encode("contraseñas"))
     assert use.agreement("Old passwords expire").probes[0].lower == ()
     assert agreeing.openers[3] == tuple(encode("Las"))
+    assert use.agreement("The passwords expire").probes[0].upper == tuple(encode("Contraseñas"))  # might open it
+    assert use.agreement("the passwords expire").probes[0].upper == ()  # a lowercase sentence: as written
+    assert use.agreement("Passwords expire").probes[0].upper == ()  # capitalised already

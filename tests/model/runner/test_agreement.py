@@ -100,6 +100,22 @@ def test_a_term_capitalised_to_open_the_output_is_lowered_where_words_came_first
     assert redo(with_bos, [9, *upper, 7], scores(-3.0), NONE) is None  # a forced language token is no word
 
 
+def test_a_lowercase_term_opening_the_output_of_a_capitalised_sentence_gets_its_article_or_a_capital():
+    # catches: "comercio en la esquina cierra" left without its article and capital, the article preferred when the
+    # model does not like it better, or the capitalised term raised again and again
+    lower, upper = (20, 21), (40, 41)
+    p = Probe(((1, 2, 3),), ((EL, *lower), (LA, *lower)), (0.0, 0.0), (), upper)
+    base = DecodeParams(beam_size=4, max_new_tokens=32, constraints=(lower,), constraint_spans=((0, 1, 2),))
+    base = dataclasses.replace(base, agreement=Agreement((p,), WORDS, ((50,), (51,))))
+    likes_article = lambda outs: [-5.0 if out == upper else -1.0 for out in outs]  # noqa: E731
+    with_article = redo(base, [*lower, 7, 8], scores(3.0), likes_article)
+    assert with_article.prefix == (50, *lower) and with_article.constraints == (lower,)
+    capitalised = redo(base, [*lower, 7, 8], scores(3.0), NONE)
+    assert capitalised.prefix == upper and capitalised.constraints == (upper,)
+    assert redo(capitalised, [*upper, 7, 8], scores(3.0), NONE) is None  # raised: done
+    assert redo(base, [5, EL, *lower], scores(3.0), NONE) is None  # not opening the output: as it is
+
+
 def test_the_probe_scores_what_teacher_forcing_scores(model):
     # catches: padding counted in a shorter form's score, the forms' or sources' order mixed up, the prior left out
     p = Probe(((3, 4, 5, 1), (6, 1)), ((7, 8), (9, 8, 10), (11,)), (0.0, 2.0, 0.0))
