@@ -23,6 +23,7 @@ class Picked:
     tokens: Tensor | None
     parts: list[Tensor]
     scored: bool  # the parts carry the picked tokens' log-probabilities after the tokens
+    confident: bool = False  # then each row's confidence signals (`signals`): log-probability, entropy, margin
 
 
 def pick(scores: Tensor, logprobs: Tensor | None, table: RowTable, steps: Tensor) -> Picked:
@@ -38,7 +39,19 @@ def pick(scores: Tensor, logprobs: Tensor | None, table: RowTable, steps: Tensor
     parts = [tokens]
     if logprobs is not None:
         parts.append(logprobs.gather(1, tokens[:, None])[:, 0])
-    return Picked(tokens, parts, logprobs is not None)
+    if table.confident:
+        parts.extend(signals(scores, tokens))
+    return Picked(tokens, parts, logprobs is not None, table.confident)
+
+
+def signals(scores: Tensor, tokens: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """What a row's choice says of its certainty, from the scores it ranked (N, V) and its token (N,): the token's
+    log-probability, the distribution's entropy and the log-probability margin of its best over its second (N,)
+    each (Fomicheva et al. 2020's glass-box signals)."""
+    logprobs = scores.log_softmax(-1)  # (N, V); -inf where a processor banned a token
+    entropy = torch.special.entr(logprobs.exp()).sum(-1)
+    top = logprobs.topk(min(2, scores.shape[1]), -1).values  # (N, 2)
+    return logprobs.gather(1, tokens[:, None])[:, 0], entropy, top[:, 0] - top[:, -1]
 
 
 def pack(parts: list[Tensor]) -> Tensor:
@@ -46,13 +59,18 @@ def pack(parts: list[Tensor]) -> Tensor:
     return parts[0] if len(parts) == 1 else torch.cat([p.double().flatten() for p in parts])
 
 
-def unpack(flat: Tensor, picked: Picked, n: int) -> tuple[list[int], list[float] | None, Tensor]:
-    """The host part: the picked tokens, their log-probabilities (None unless scored) and the rest of the copy."""
+def unpack(flat: Tensor, picked: Picked, n: int) -> tuple[list[int], list[float] | None, list | None, Tensor]:
+    """The host part: the picked tokens, their log-probabilities (None unless scored), every row's signals (None
+    unless confident) and the rest of the copy."""
     if picked.tokens is None:
-        return [], None, flat
+        return [], None, None, flat
     tokens = flat[:n].long().tolist()
-    logprobs = flat[n : 2 * n].tolist() if picked.scored else None
-    return tokens, logprobs, flat[(2 if picked.scored else 1) * n :]
+    at = 2 * n if picked.scored else n
+    logprobs = flat[n:at].tolist() if picked.scored else None
+    signals = None
+    if picked.confident:
+        signals, at = list(zip(*flat[at : at + 3 * n].view(3, n).tolist(), strict=True)), at + 3 * n
+    return tokens, logprobs, signals, flat[at:]
 
 
 def beam_candidates(scores: Tensor, cum: Tensor, ranks: Tensor, beams: Beams) -> tuple[Tensor, Tensor, Tensor]:
