@@ -45,7 +45,10 @@ def read_pairs(path: str | Path) -> list[tuple[str, list[str]]]:
 def decode(ck: Checkpoint, pairs: list[tuple[str, list[str]]], beam: int = 1, pair: tuple[str, str] | None = None
            ) -> list[Scored]:  # fmt: skip
     """Every pair decoded as the server decodes it (greedy with confidence signals, or a beam), scored."""
-    import sacrebleu  # the fit's dependency only
+    try:
+        import sacrebleu  # the fit's dependency only (the test extras have it)
+    except ImportError:
+        raise SystemExit("python -m model.calibrate needs sacrebleu: pip install 'sacrebleu>=2.4'") from None
 
     prefix = ck.languages.prefix(*(pair or (ck.source_lang, ck.target_lang)))
     starts = word_starts(ck.tokenizer.source_pieces(ck.config.src_vocab_size))
