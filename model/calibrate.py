@@ -42,8 +42,8 @@ def read_pairs(path: str | Path) -> list[tuple[str, list[str]]]:
 
 
 @torch.inference_mode()
-def decode(ck: Checkpoint, pairs: list[tuple[str, list[str]]], beam: int = 1, pair: tuple[str, str] | None = None
-           ) -> list[Scored]:  # fmt: skip
+def decode(ck: Checkpoint, pairs: list[tuple[str, list[str]]], beam: int = 1, pair: tuple[str, str] | None = None,
+           max_new_tokens: int = 256) -> list[Scored]:  # fmt: skip
     """Every pair decoded as the server decodes it (greedy with confidence signals, or a beam), scored."""
     try:
         import sacrebleu  # the fit's dependency only (the test extras have it)
@@ -52,8 +52,8 @@ def decode(ck: Checkpoint, pairs: list[tuple[str, list[str]]], beam: int = 1, pa
 
     prefix = ck.languages.prefix(*(pair or (ck.source_lang, ck.target_lang)))
     starts = word_starts(ck.tokenizer.source_pieces(ck.config.src_vocab_size))
-    params = DecodeParams(beam_size=beam, max_new_tokens=min(256, ck.config.max_positions - 1), confidence=beam == 1,
-                          return_scores=beam > 1)  # fmt: skip
+    limit = min(max_new_tokens, ck.config.max_positions - 1)
+    params = DecodeParams(beam_size=beam, max_new_tokens=limit, confidence=beam == 1, return_scores=beam > 1)
     out = []
     for at in range(0, len(pairs), BATCH):
         chunk = pairs[at : at + BATCH]
@@ -112,6 +112,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--out", required=True, help="the calibration file to write")
     p.add_argument("--acceptable", type=float, default=40.0, help="the sentence chrF called acceptable")
     p.add_argument("--beam", type=int, default=4, help="the beam the beam head is fitted with")
+    p.add_argument("--max-new-tokens", type=int, default=256, help="as the server's default_max_new_tokens")
     p.add_argument("--source", help="source language of a multi-language model")
     p.add_argument("--target", help="target language of a multi-language model")
     args = p.parse_args(argv)
@@ -120,8 +121,9 @@ def main(argv: list[str] | None = None) -> None:
     pairs = read_pairs(args.pairs)
     if len(pairs) < 50:
         p.error(f"--pairs: {len(pairs)} pairs; a fit needs at least 50 (a few hundred is better)")
-    greedy = decode(ck, pairs, 1, pair)
-    cal = fit(greedy, decode(ck, pairs, args.beam, pair), args.acceptable, Path(args.pairs).name)
+    greedy = decode(ck, pairs, 1, pair, args.max_new_tokens)
+    beam = decode(ck, pairs, args.beam, pair, args.max_new_tokens)
+    cal = fit(greedy, beam, args.acceptable, Path(args.pairs).name)
     Path(args.out).write_text(dumps(cal), encoding="utf-8")
     share = sum(r.chrf >= args.acceptable for r in greedy) / len(greedy)
     print(f"{args.out}: fitted on {len(pairs)} pairs, {share:.0%} acceptable (greedy chrF >= {args.acceptable:g})")
