@@ -22,7 +22,7 @@ import torch
 
 from bench.machine import cpu_kind, machine_info
 from model.calibrate import Scored, decode, fit, read_pairs
-from model.confidence import FILE, Calibration, dumps, for_checkpoint
+from model.confidence import FILE, Calibration, Scorer, dumps, for_checkpoint, source_table
 from model.loading.checkpoint import load
 from model.runner.generate import generate
 from model.runner.params import DecodeParams
@@ -129,9 +129,7 @@ def mechanics() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         ck = load(write(Path(tmp) / "opus-mt-en-es", OPUS))
         cal = for_checkpoint(ck.path)
-        from model.confidence import word_starts
-
-        starts = word_starts(ck.tokenizer.source_pieces(ck.config.src_vocab_size))
+        starts = source_table(ck.tokenizer.source_pieces(ck.config.src_vocab_size))
         srcs = sources(64, ck.config.src_vocab_size)
         for beam in (1, 4):
             params = DecodeParams(beam_size=beam, max_new_tokens=32, confidence=True)
@@ -145,9 +143,11 @@ def mechanics() -> None:
 
 
 def throughput(ck, rounds: int = 5) -> None:
-    """Translated tokens per second at batch 64, confidence on vs off, interleaved; greedy and beam 4."""
+    """Translated tokens per second at batch 64, confidence on (the step's signals and the engine core's scoring of
+    each output) vs off, interleaved; greedy and beam 4."""
     pairs = [p for p in sets()["handbook-test"]][:64]
     srcs = [ck.tokenizer.encode(src) for src, _ in pairs]
+    scorer = Scorer(for_checkpoint(BUILTIN), tuple(source_table(ck.tokenizer.source_pieces(ck.config.src_vocab_size))))
     print(f"\nThroughput, batch 64 Handbook test sentences, {cpu_kind()}, {torch.get_num_threads()} threads:")
     for beam in (1, 4):
         times: dict[bool, list[float]] = {False: [], True: []}
@@ -156,6 +156,8 @@ def throughput(ck, rounds: int = 5) -> None:
                 params = DecodeParams(beam_size=beam, max_new_tokens=128, return_scores=False, confidence=on)
                 start = time.perf_counter()
                 out = generate(ck.model, [Request(i, s, params) for i, s in enumerate(srcs)])
+                if on:
+                    [scorer(h[0], params, s) for h, s in zip(out, srcs, strict=True)]
                 if r:  # the first round warms up
                     times[on].append(time.perf_counter() - start)
                 tokens = sum(len(h[0].tokens) for h in out)

@@ -11,13 +11,13 @@ from pathlib import Path
 
 import torch
 
-from model.confidence import BEAM, Calibration, Head, dumps, features, word_starts
+from model.confidence import BEAM, ONE_ROW, Calibration, Head, dumps, features, source_table
 from model.loading.checkpoint import Checkpoint, load
 from model.runner.generate import generate
 from model.runner.params import DecodeParams
 from model.runner.search import Request
 
-ONE_ROW_FIT = ("logprob", "least", "entropy", "margin", "split", "length", "ratio")  # chosen in bench/confidence.py
+ONE_ROW_FIT = tuple(f for f in ONE_ROW if f != "most")  # chosen by the measurements in docs/benchmarks.md
 STACK = 10.0  # chrF between the threshold and the two that share its fit's weights
 BATCH = 64
 
@@ -51,7 +51,7 @@ def decode(ck: Checkpoint, pairs: list[tuple[str, list[str]]], beam: int = 1, pa
         raise SystemExit("python -m model.calibrate needs sacrebleu: pip install 'sacrebleu>=2.4'") from None
 
     prefix = ck.languages.prefix(*(pair or (ck.source_lang, ck.target_lang)))
-    starts = word_starts(ck.tokenizer.source_pieces(ck.config.src_vocab_size))
+    starts = source_table(ck.tokenizer.source_pieces(ck.config.src_vocab_size))
     limit = min(max_new_tokens, ck.config.max_positions - 1)
     params = DecodeParams(beam_size=beam, max_new_tokens=limit, confidence=beam == 1, return_scores=beam > 1)
     out = []

@@ -20,8 +20,10 @@ from model.runner.params import DecodeParams
 from model.runner.search import Hypothesis
 
 FILE = "confidence.json"  # a checkpoint's own calibration, beside its weights
-ONE_ROW = ("logprob", "least", "entropy", "most", "margin", "split", "length", "ratio")  # what a head may read
-BEAM = ("logprob", "split", "length", "ratio")
+SOURCE = ("split", "length", "ratio", "caps", "nonalpha")  # the source's shape (and the output's length)
+ONE_ROW = ("logprob", "least", "entropy", "most", "margin", *SOURCE)  # what a head may read
+BEAM = ("logprob", *SOURCE)
+Piece = tuple[int, int, int, int]  # per source id: word start 1 / inside 0 / no text -1, capitalised, chars, non-alpha
 
 
 class CalibrationError(ValueError):
@@ -56,31 +58,35 @@ class Calibration:
     beam: Head
     fitted_on: str = ""
 
-    def confidence(self, hyp: Hypothesis, params: DecodeParams, src: Sequence[int], starts: Sequence[int]) -> float:
-        """The confidence of `hyp`, decoded from `src` with `params`; `starts`: the source vocabulary's word starts."""
-        x = features(hyp, params, src, starts)
+    def confidence(self, hyp: Hypothesis, params: DecodeParams, src: Sequence[int], table: Sequence[Piece]) -> float:
+        """The confidence of `hyp`, decoded from `src` with `params`; `table`: its vocabulary's `source_table`."""
+        x = features(hyp, params, src, table)
         return self.one_row(x) if hyp.signals is not None else self.beam(x)
 
 
 @dataclass(frozen=True)
 class Scorer:
-    """A served model's confidence: its calibration and its source vocabulary's word starts (`word_starts`)."""
+    """A served model's confidence: its calibration and its source vocabulary's table (`source_table`)."""
 
     calibration: Calibration
-    starts: tuple[int, ...]
+    table: tuple[Piece, ...]
 
     def __call__(self, hyp: Hypothesis, params: DecodeParams, src: Sequence[int]) -> float:
         """The confidence of `hyp`, decoded from `src` with `params`."""
-        return self.calibration.confidence(hyp, params, src, self.starts)
+        return self.calibration.confidence(hyp, params, src, self.table)
 
 
-def features(hyp: Hypothesis, params: DecodeParams, src: Sequence[int], starts: Sequence[int]) -> dict[str, float]:
+def features(hyp: Hypothesis, params: DecodeParams, src: Sequence[int], table: Sequence[Piece]) -> dict[str, float]:
     """The named features of an output: its signals per token (one-row outputs) or its score (beam outputs), and its
-    source's shape. `starts[i]`: 1 when source id i starts a word, 0 when it continues one, -1 when it is no text."""
-    pieces = [starts[i] for i in src if i < len(starts) and starts[i] >= 0]
-    words = max(1, sum(pieces))
+    source's shape: subword pieces per word, length, capitalised words after the first (names, products), the share
+    of characters that are no letters (commands, paths, numbers); `table`: the source vocabulary's `source_table`."""
+    pieces = [table[i] for i in src if i < len(table) and table[i][0] >= 0]
+    starts = [p for p in pieces if p[0]]
+    words = max(1, len(starts))
     x = {"split": len(pieces) / words, "length": math.log(len(pieces) + 1)}
     x["ratio"] = math.log((len(hyp.tokens) + 1) / (len(pieces) + 1))
+    x["caps"] = sum(p[1] for p in starts[1:]) / max(1, len(starts) - 1)
+    x["nonalpha"] = sum(p[3] for p in pieces) / max(1, sum(p[2] for p in pieces))
     s = hyp.signals
     if s is not None and s.count:
         n = s.count
@@ -91,9 +97,16 @@ def features(hyp: Hypothesis, params: DecodeParams, src: Sequence[int], starts: 
     return x
 
 
-def word_starts(pieces: Sequence[str]) -> list[int]:
-    """The word-start table of a vocabulary's pieces ("" for special tokens): 1, 0, or -1 (see `features`)."""
-    return [-1 if not p else int(p.startswith("\u2581")) for p in pieces]
+def source_table(pieces: Sequence[str]) -> list[Piece]:
+    """What `features` reads of each source id, from the vocabulary's pieces ("" for special tokens): whether it
+    starts a word (1), continues one (0) or is no text (-1), whether it starts a capitalised word, its characters and
+    how many of them are no letters."""
+    out = []
+    for p in pieces:
+        start, text = p.startswith("\u2581"), p.lstrip("\u2581")
+        kind = int(start) if p else -1
+        out.append((kind, int(start and text[:1].isupper()), len(text), sum(not c.isalpha() for c in text)))
+    return out
 
 
 def _head(raw: object, where: str, allowed: tuple[str, ...]) -> Head:

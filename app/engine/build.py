@@ -14,7 +14,7 @@ from app.engine.core import EngineCore
 from app.engine.scheduler import Limits
 from app.metrics import Metrics
 from app.settings import Settings
-from model.confidence import Scorer, for_checkpoint, word_starts
+from model.confidence import Scorer, for_checkpoint, source_table
 from model.confidence import load as load_calibration
 from model.loading.checkpoint import Checkpoint, describe, load
 from model.network.precision import bf16_speedup, choose
@@ -106,7 +106,7 @@ def scorer_of(checkpoint: Checkpoint, s: Settings) -> Scorer:
     calibration = load_calibration(path) if path else for_checkpoint(checkpoint.path)
     log.info("confidence of %s: %s", checkpoint.name, calibration.fitted_on or path)
     pieces = checkpoint.tokenizer.source_pieces(checkpoint.config.src_vocab_size)
-    return Scorer(calibration, tuple(word_starts(pieces)))
+    return Scorer(calibration, tuple(source_table(pieces)))
 
 
 def build(spec: str, s: Settings, device: str) -> tuple[EngineCore, ModelCard]:

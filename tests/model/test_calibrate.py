@@ -7,7 +7,7 @@ import random
 import pytest
 
 from model.calibrate import main
-from model.confidence import load, word_starts
+from model.confidence import load, source_table
 from model.loading.checkpoint import load as load_checkpoint
 from model.runner.generate import generate
 from model.runner.params import DecodeParams
@@ -28,9 +28,10 @@ def test_calibrate_writes_a_calibration_that_separates_good_from_bad(native_dir,
     pairs = tmp_path / "pairs.tsv"
     pairs.write_text("".join(f"{s}\t{r}\n" for s, r in zip(sources, refs, strict=True)), encoding="utf-8")
     out = tmp_path / "confidence.json"
-    main(["--model", str(native_dir), "--pairs", str(pairs), "--out", str(out), "--beam", "2", "--max-new-tokens", "24"])
+    main(["--model", str(native_dir), "--pairs", str(pairs), "--out", str(out), "--beam", "2",
+          "--max-new-tokens", "24"])  # fmt: skip
     cal = load(out)
-    starts = word_starts(ck.tokenizer.source_pieces(ck.config.src_vocab_size))
+    starts = source_table(ck.tokenizer.source_pieces(ck.config.src_vocab_size))
     rated = [cal.confidence(h, params, s, starts) for h, s in zip(outs, srcs, strict=True)]
     assert all(0 <= r <= 1 for r in rated)
     assert cal.acceptable == 40 and cal.fitted_on == "pairs.tsv"
