@@ -2,6 +2,7 @@
 
     python -m bench.confidence fit     # fit the built-in model on its dev sets -> model/builtin/en-es/confidence.json
     python -m bench.confidence         # quality per set, the OPUS-MT-shaped mechanics, the throughput cost
+    python -m bench.confidence speed   # the throughput cost alone
 
 Sets, all held out of training: the fit reads the Handbook dev pairs and everyday2 (dev); the report adds the
 Handbook test pairs (a seeded sample), the everyday phrases and the phrases people type first
@@ -174,7 +175,7 @@ def _median(x: list[float]) -> float:
 def main(argv: list[str] | None = None) -> None:
     """Fit, or report."""
     p = argparse.ArgumentParser(prog="python -m bench.confidence", description=__doc__)
-    p.add_argument("command", nargs="?", default="report", choices=("report", "fit"))
+    p.add_argument("command", nargs="?", default="report", choices=("report", "fit", "speed"))
     p.add_argument("--skip-speed", action="store_true")
     args = p.parse_args(argv)
     torch.set_grad_enabled(False)
@@ -187,6 +188,8 @@ def main(argv: list[str] | None = None) -> None:
         (BUILTIN / FILE).write_text(dumps(cal), encoding="utf-8")
         print(f"wrote {BUILTIN / FILE} from {len(dev)} pairs")
         return
+    if args.command == "speed":
+        return throughput(ck)
     info = machine_info("sacrebleu")
     print(f"- Machine: {info['cpu']} ({info['cores']}; {info['isa']}), torch {info['torch']}, load {info['load']}")
     report(for_checkpoint(BUILTIN), ck, named)

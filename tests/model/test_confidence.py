@@ -15,14 +15,14 @@ TABLE = source_table(["", "\u2581The", "house", "\u2581Big", "\u2581is", "\u2581
 
 
 def _hyp(logprob: float, entropy: float, n: int = 6) -> Hypothesis:
-    signals = Signals(n, logprob * n, logprob * 2, entropy * n, entropy * 2, 4.0 * n)
+    signals = Signals(n, logprob * n, logprob * 2, entropy * n, entropy * 2)
     return Hypothesis([5] * (n - 1), None, "eos", signals)
 
 
 def test_features_of_a_source_and_an_output():
     x = features(_hyp(-0.5, 1.0), GREEDY, [1, 2, 3, 4, 0], TABLE)
     assert x["split"] == pytest.approx(4 / 3) and x["logprob"] == pytest.approx(-0.5)
-    assert x["entropy"] == pytest.approx(1.0) and x["margin"] == pytest.approx(4.0) and x["least"] == -1.0
+    assert x["entropy"] == pytest.approx(1.0) and x["most"] == 2.0 and x["least"] == -1.0
     assert x["caps"] == pytest.approx(1 / 2) and x["nonalpha"] == 0  # "Big" after the first word; all letters
     assert features(_hyp(-0.5, 1.0), GREEDY, [1, 5], TABLE)["nonalpha"] == pytest.approx(1 / 7)  # "/" of "Theusr"
     beam = Hypothesis([5, 5, 5], -0.6, "eos")  # its score over 4 ** 1.0 (EOS counted): mean log-probability -0.6
