@@ -115,10 +115,14 @@ def report(cal: Calibration, ck, named: dict) -> None:
     print("|---|---|---|---|---|---|---|---|")
     for head, beam in (("greedy", 1), ("beam 4", 4)):
         fn = cal.one_row if beam == 1 else cal.beam
+        pooled: list[Scored] = []
         for name, pairs in named.items():
             rows = decode(ck, pairs, beam)
             tag = "dev" if name in DEV else "held out"
+            pooled += [] if name in DEV else rows
             print(f"| {head} | {name} ({tag}) | {quality(rows, [fn(r.x) for r in rows], cal.acceptable)} |", flush=True)
+        together = quality(pooled, [fn(r.x) for r in pooled], cal.acceptable)
+        print(f"| {head} | the held-out sets together | {together} |", flush=True)
 
 
 def mechanics() -> None:
@@ -139,7 +143,7 @@ def mechanics() -> None:
                    for _ in range(2)]  # fmt: skip
             c, inside = got[0], all(0 <= x <= 1 for x in got[0])
             print(f"- OPUS-MT shape, random weights, beam {beam}: {len(c)} outputs, confidence "
-                  f"{min(c):.3f}-{max(c):.3f}, mean {sum(c) / len(c):.3f}, all in [0, 1]: {inside}, "
+                  f"{min(c):.3g} to {max(c):.3g}, mean {sum(c) / len(c):.3g}, all in [0, 1]: {inside}, "
                   f"the same twice: {got[0] == got[1]} ({cal.fitted_on})")  # fmt: skip
 
 
