@@ -147,7 +147,7 @@ def mechanics() -> None:
                   f"the same twice: {got[0] == got[1]} ({cal.fitted_on})")  # fmt: skip
 
 
-def throughput(ck, rounds: int = 5) -> None:
+def throughput(ck, rounds: int = 9) -> None:
     """Translated tokens per second at batch 64, confidence on (the step's signals and the engine core's scoring of
     each output) vs off, interleaved; greedy and beam 4."""
     pairs = [p for p in sets()["handbook-test"]][:64]

@@ -169,7 +169,7 @@ class DecodeLoop:
             else:
                 token = tokens[first]
                 logprob = None if logprobs is None else logprobs[first]
-                said = None if signals is None else [x[first] for x in signals]
+                said = None if signals is None or not seq.params.confidence else (signals[0][first], signals[1][first])
                 result = seq.book(token, logprob, said, step, eos)
                 out = StepOutput(seq.id, token, None if result is None else [result])
                 if result is not None:

@@ -32,10 +32,13 @@ class Signals:
 
     def add(self, logprob: float, entropy: float) -> None:
         """Count one more token's signals."""
-        self.least = min(self.least, logprob) if self.count else logprob
-        self.most = max(self.most, entropy)
+        if logprob < self.least or not self.count:
+            self.least = logprob
+        if entropy > self.most:
+            self.most = entropy
         self.count += 1
-        self.logprob, self.entropy = self.logprob + logprob, self.entropy + entropy
+        self.logprob += logprob
+        self.entropy += entropy
 
 
 @dataclass(frozen=True)
@@ -113,11 +116,11 @@ class Seq:
     def book(self, token: int, logprob: float | None, signals: tuple | None, step: int, eos_id: int
              ) -> Hypothesis | None:  # fmt: skip
         """A one-row request books the token of its step `step` (0-based) with its log-probability and its confidence
-        signals (None unless asked for); its result when that was its last."""
+        signals (log-probability and entropy; None unless asked for); its result when that was its last."""
         p = self.params
         if p.return_scores:
             self.score += logprob
-        if p.confidence:
+        if signals is not None:
             self.signals.add(*signals)
         if token != eos_id and step + 1 < p.max_new_tokens:
             self.tokens.append(token)
