@@ -6,6 +6,8 @@ import argparse
 import logging
 import sys
 
+from pydantic import ValidationError
+
 from app.launcher import launch
 from app.settings import Settings
 
@@ -51,6 +53,8 @@ FLAGS = {
     "max_file_chars": int,
     "file_ttl_seconds": float,
     "files_dir": str,
+    "confidence_threshold": float,
+    "confidence_file": str,
 }
 SWITCHES = {
     "cuda_graphs": "on CUDA, capture the static-shape decode step as CUDA graphs at start-up and replay them "
@@ -58,6 +62,7 @@ SWITCHES = {
     "overlap": "launch each decode step before reading the previous one back (default on on CUDA, off on CPU)",
     "api_keys": "require an API key on /translate, /detect and /translate_file (keys: python -m app keys add)",
     "cache": "serve repeated translations from the translation cache (default on)",
+    "confidence": "give every translation a calibrated confidence (details.confidence; default on)",
 }
 
 
@@ -90,7 +95,11 @@ def main(argv: list[str] | None = None) -> int:
         from app.keys.cli import main as keys_main
 
         return keys_main(argv[1:])
-    settings = Settings(**parse_args(argv))
+    try:
+        settings = Settings(**parse_args(argv))
+    except ValidationError as exc:  # a start-up error naming each setting and what is wrong with it
+        print(f"invalid settings: {exc}", file=sys.stderr)
+        return 2
     logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     return launch(settings)
 

@@ -63,6 +63,12 @@ class Metrics:
             "mt_dependency_errors", "Failed calls and probes of a dependency", ["dependency"], registry=r
         )
         self.worker_restarts = Counter("mt_worker_restarts", "HTTP workers started again after dying", registry=r)
+        self.confidence_sentences = Counter(
+            "mt_confidence_sentences", "Translated sentences served with a confidence", ["model"], registry=r
+        )
+        self.low_confidence = Counter(
+            "mt_low_confidence_sentences", "Of those, sentences below the confidence threshold", ["model"], registry=r
+        )
         for kind in ERROR_TYPES:  # known series exist from the start, at 0
             self.failures.labels(kind)
         for reason in LIMIT_REASONS:
@@ -76,6 +82,8 @@ class Metrics:
         """Start a model's request counters at 0."""
         for reason in FINISH_REASONS:
             self.requests.labels(name, reason)
+        self.confidence_sentences.labels(name)
+        self.low_confidence.labels(name)
 
     def render(self) -> bytes:
         """Prometheus text: this process's metrics, or every process's in multiprocess mode."""

@@ -196,6 +196,7 @@ def decode_params(ask: Ask, settings: Settings, desc: Description) -> DecodePara
         top_p=p.top_p or 1.0,
         seed=p.seed,
         return_scores=p.return_scores,
+        confidence=settings.confidence,
         early_stopping=d.early_stopping,
         forced_bos_id=desc.languages.forced_bos(ask.target),
         forced_eos=d.forced_eos,

@@ -25,6 +25,10 @@ class Parameters(BaseModel):
     top_p: float | None = Field(None, gt=0, le=1)
     seed: int | None = Field(None, ge=0, le=2**63 - 1)
     return_scores: bool = False
+    confidence_threshold: float | None = Field(
+        None, ge=0, le=1, description="below it a sentence is low-confidence (details.low_confidence, the sentences' "
+        "`low`); default: the server's confidence_threshold"
+    )  # fmt: skip
     split_sentences: bool = Field(
         True, description="translate each sentence apart (sentencex, by the source language's rules), as DeepL and "
         "LibreTranslate do; false: each text is one unit"
@@ -77,6 +81,14 @@ class GlossaryTerm(BaseModel):
     applied: bool
 
 
+class SentenceConfidence(BaseModel):
+    """One sentence of a text split into several: its translation and its confidence."""
+
+    text: str
+    confidence: float
+    low: bool = Field(description="below the confidence threshold")
+
+
 class Details(BaseModel):
     """How one text was translated."""
 
@@ -85,6 +97,15 @@ class Details(BaseModel):
     generated_tokens: int
     finish_reason: str
     score: float | None = None
+    confidence: float | None = Field(
+        None, ge=0, le=1, description="calibrated: among translations of confidence about c, a share of about c reach "
+        "sentence chrF 40 on held-out references; a split text's is its sentences' mean weighted by source tokens; "
+        "null when the server's confidence is off"
+    )  # fmt: skip
+    low_confidence: bool | None = Field(None, description="a sentence of the text is below the confidence threshold")
+    sentences: list[SentenceConfidence] | None = Field(
+        None, description="a text translated as several sentences: each one's translation and confidence"
+    )
     queue_ms: float
     total_ms: float
     cached: bool = Field(False, description="answered from the translation cache (queue_ms and total_ms are 0)")

@@ -10,6 +10,7 @@ from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 import model
+from model import confidence
 
 BUILTIN = Path(model.__file__).parent / "builtin" / "en-es"  # served when no model is given
 
@@ -103,7 +104,34 @@ class Settings(BaseSettings):
     max_file_chars: int = Field(1_000_000, ge=1, description="characters to translate in one file")
     file_ttl_seconds: float = Field(3600.0, gt=0, description="how long a translated file can be downloaded")
     files_dir: str = Field("", description="where translated files wait for download (default: a temp folder)")
+    confidence: bool = Field(
+        True, description="give every translation a confidence in [0, 1] (details.confidence; calibrated: about that "
+        "share of outputs at each value reach chrF 40), from signals the decode step records (greedy, sampled) or "
+        "the beam's score"
+    )  # fmt: skip
+    confidence_threshold: float = Field(
+        0.5, ge=0, le=1, description="below it a sentence is low-confidence: marked on the page, `fuzzy` in .po, "
+        "needs-review-translation in XLIFF, counted in mt_low_confidence_sentences_total; a request's "
+        "parameters.confidence_threshold (or the file's confidence_threshold) overrides it"
+    )  # fmt: skip
+    confidence_file: str = Field(
+        "", description="a calibration (python -m model.calibrate) for every served model (FILE), or per model "
+        "(NAME=FILE,NAME=FILE); default: the model's own confidence.json, else a mapping of the mean log-probability"
+    )  # fmt: skip
     log_level: str = "info"
+
+    @field_validator("confidence_file")
+    @classmethod
+    def _calibrations(cls, value: str) -> str:
+        """Every calibration file parses (a start-up error naming the file and what is wrong)."""
+        for path in confidence_paths(value).values():
+            confidence.load(path)  # CalibrationError is a ValueError: pydantic names the setting
+        return value
+
+    @property
+    def confidence_files(self) -> dict[str, str]:
+        """Calibration files by model name ("*": every model)."""
+        return confidence_paths(self.confidence_file)
 
     @field_validator("models", mode="before")
     @classmethod
@@ -115,3 +143,17 @@ class Settings(BaseSettings):
         if text.startswith("["):
             return json.loads(text)
         return [part.strip() for part in text.split(",") if part.strip()]
+
+
+def confidence_paths(value: str) -> dict[str, str]:
+    """confidence_file's files by model name: "FILE" -> {"*": FILE}; "a=F1,b=F2" -> {"a": F1, "b": F2}."""
+    parts = [p.strip() for p in value.split(",") if p.strip()]
+    if len(parts) == 1 and "=" not in parts[0]:
+        return {"*": parts[0]}
+    out = {}
+    for part in parts:
+        name, sep, path = part.partition("=")
+        if not (sep and name.strip() and path.strip()):
+            raise ValueError(f"{part!r}: expected NAME=FILE (or one FILE for every model)")
+        out[name.strip()] = path.strip()
+    return out

@@ -23,4 +23,6 @@ COUNTERS = (
     "mt_api_requests_total",  # requests per API dialect (LibreTranslate, DeepL)
     "mt_dependency_errors_total",  # failed calls and probes of the key, glossary, cache and document stores
     "mt_worker_restarts_total",  # HTTP workers the launcher started again
+    "mt_confidence_sentences_total",  # translated sentences served with a confidence, per model
+    "mt_low_confidence_sentences_total",  # those below the confidence threshold, per model
 )

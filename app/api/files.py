@@ -37,6 +37,10 @@ class FileRequest(BaseModel):
     direct: bool = Field(False, description="answer with the translated file itself instead of a download URL")
     glossary_id: str | None = Field(None, description="a stored glossary of this language pair, on every segment")
     glossary: str | None = Field(None, description="inline entries: TSV text, or a JSON object or list of pairs")
+    confidence_threshold: float | None = Field(
+        None, ge=0, le=1, description="below it a segment is marked for review (.po fuzzy, XLIFF "
+        "needs-review-translation); default: the server's confidence_threshold"
+    )  # fmt: skip
 
 
 def store(service: Service) -> FileStore:
@@ -79,6 +83,7 @@ FILE_FORM = {
         "direct": {"type": "boolean", "default": False},
         "glossary_id": {"type": "string"},
         "glossary": {"type": "string"},
+        "confidence_threshold": {"type": "number", "minimum": 0, "maximum": 1},
     },
 }
 
@@ -105,7 +110,8 @@ async def translate_file(request: Request, service: ServiceDep):
     await service.limiter.admit(fields.api_key, client, ["".join(seg.text for seg in doc.segments)])
     sample = " ".join(seg.text for seg in doc.segments)[:DETECT_CHARS] or "-"
     terms = await request_terms(service, request, fields.model_dump())
-    rounds = Rounds(plan_route(service, Ask(fields.source, fields.target, glossary=terms), [sample]), s)
+    planned = plan_route(service, Ask(fields.source, fields.target, glossary=terms), [sample])
+    rounds = Rounds(planned, s, fields.confidence_threshold)
     job = FileJob(fields, filename, doc, rounds, direct)
     task = asyncio.create_task(job.finish(service, str(request.base_url)))
     if wants(request, "text/event-stream") and not direct:
@@ -139,6 +145,11 @@ class FileJob:
         segments = len(self.doc.segments)
         route = self.rounds.plan.route
         details = {"model": route.entry.checkpoint.name, "segments": segments, "flagged": flagged}
+        if self.rounds.rated:  # sentences translated with a confidence, and those below the threshold
+            r = self.rounds
+            details["confidence"] = {"threshold": r.threshold, "sentences": r.rated, "low": r.low}
+            service.metrics.confidence_sentences.labels(details["model"]).inc(r.rated)
+            service.metrics.low_confidence.labels(details["model"]).inc(r.low)
         if self.rounds.plan.glossary is not None:
             details["glossary"] = self.rounds.glossary_report()
         if self.direct:

@@ -16,6 +16,7 @@ from app.errors import ApiError, error_body
 from app.glossaries.records import Terms
 from app.job import Event, Item, Job
 from app.planner import Ask, Plan, plan
+from app.review import mark, text_confidence
 from app.schemas import TranslateRequest, TranslateResponse
 from app.service import Service
 
@@ -61,16 +62,21 @@ def item_answer(job: Job, item: Item, ask: Ask) -> dict:
     hyps = [r.hypotheses[0] for r in results]
     reason = "length" if any(h.finish_reason == "length" for h in hyps) else "eos"
     score = sum(h.score for h in hyps) / max(len(hyps), 1) if ask.parameters.return_scores else None
+    confidence = text_confidence([h.confidence for h in hyps], [len(u.ids) for u in item.units])
     details = {
         "model": job.entry.checkpoint.name,
         "input_tokens": sum(len(u.ids) for u in item.units),
         "generated_tokens": sum(len(h.tokens) for h in hyps),
         "finish_reason": reason,
         "score": score,
+        "confidence": confidence,
         "queue_ms": round(max((r.queue_s for r in results), default=0.0) * 1000, 3),
         "total_ms": round(max((r.total_s for r in results), default=0.0) * 1000, 3),
         "cached": False,
     }
+    if confidence is not None and len(hyps) > 1:  # a text split into sentences: each one's
+        details["sentences"] = [{"text": job.unit_text(item, u), "confidence": round(h.confidence, 4)}
+                                for u, h in enumerate(hyps)]  # fmt: skip
     text = job.texts(item)
     if item.layout.tagged or item.layout.fallbacks:  # inline tags: how many were not placed by alignment
         details["markup_fallbacks"] = item.fallbacks
@@ -96,10 +102,20 @@ def with_glossary(answer: dict, planned: Plan, index: int) -> dict:
     return answer
 
 
-def response_body(job: Job, body: TranslateRequest, planned: Plan) -> dict:
+def response_body(job: Job, body: TranslateRequest, planned: Plan, service: Service) -> dict:
     """The answer of a job that ran every text (also the `done` event)."""
     answers = [with_glossary(item_answer(job, item, planned.ask), planned, i) for i, item in enumerate(job.items)]
+    reviewed(answers, planned, service)
     return assemble(answers, body, job.detected)
+
+
+def reviewed(answers: list[dict], planned: Plan, service: Service) -> list[dict]:
+    """The answers with their low-confidence sentences marked at the request's threshold (else the server's), and
+    counted."""
+    threshold = planned.ask.parameters.confidence_threshold
+    threshold = service.settings.confidence_threshold if threshold is None else threshold
+    mark(answers, threshold, service.metrics, planned.route.entry.checkpoint.name)
+    return answers
 
 
 def timing_headers(job: Job | None) -> dict[str, str]:
@@ -177,7 +193,7 @@ async def run_texts(
             await service.cache.put_many({keys[i]: stored(answers[i]) for i in misses})
     for i in set(range(n)) - set(misses):
         answers[i]["details"].update(queue_ms=0.0, total_ms=0.0, cached=True)
-    answers = [with_glossary(a, planned, i) for i, a in enumerate(answers)]  # on cached answers too
+    answers = reviewed([with_glossary(a, planned, i) for i, a in enumerate(answers)], planned, service)  # cached too
     headers = {"x-cache": "miss" if len(misses) == n else "hit" if not misses else "partial"} if use_cache else {}
     return answers, job, headers
 
@@ -225,7 +241,7 @@ async def sse(job: Job, body: TranslateRequest, planned: Plan, service: Service)
                 chunk.append(token_event(job, *job.queue.get_nowait()))
             if text := "".join(chunk):
                 yield text
-        yield event("done", response_body(job, body, planned))
+        yield event("done", response_body(job, body, planned, service))
     except ApiError as exc:
         service.metrics.failures.labels(exc.error_type).inc()
         yield event("error", error_body(exc.message, exc.error_type))

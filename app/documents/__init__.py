@@ -20,6 +20,8 @@ class Segment:
     flag: Callable[[str], None] = lambda reason: None  # the translation broke a placeholder: keep the source
     markup: bool = False  # inline tags and character references in the text are kept as they are
     escape: Callable[[str], str] = str  # how translated text is written (XML-escaped in XLIFF)
+    rate: Callable[[float | None, bool], None] = lambda confidence, low: None  # after write: its lowest sentence's
+    # confidence (None: none) and whether that is below the threshold (a localisation file marks it for review)
     text: str = field(init=False)
 
     def __post_init__(self):

@@ -1,6 +1,9 @@
 """Localisation files: gettext .po (polib) and XLIFF 1.2 / 2.0 (lxml). Only untranslated entries are translated;
-machine translations are marked for review (PO `fuzzy`, XLIFF 1.2 `needs-review-translation`, 2.0 `translated`);
-an entry whose placeholders did not survive is left untranslated with a comment saying why."""
+a machine translation whose lowest sentence confidence is below the threshold (or that has none) is marked for review
+(PO `fuzzy`, which msgfmt leaves out of the compiled catalogue; XLIFF 1.2 `needs-review-translation`; 2.0 `initial`
+with subState `mt-server:needs-review`), the others are translated (PO without `fuzzy`, XLIFF `translated`), each with
+its confidence in a comment or note; an entry whose placeholders did not survive is left untranslated with a comment
+saying why."""
 
 from __future__ import annotations
 
@@ -19,6 +22,13 @@ NPLURALS = re.compile(r"nplurals\s*=\s*(\d+)")
 XLIFF12 = "urn:oasis:names:tc:xliff:document:1.2"
 XLIFF20 = "urn:oasis:names:tc:xliff:document:2.0"
 FLAGGED = "machine translation withheld: {reason}"
+RATED = "machine translation confidence: {value}"
+NEEDS_REVIEW = "mt-server:needs-review"  # XLIFF 2.0 subState of a low-confidence segment (an authority:value)
+
+
+def rated(confidence: float | None) -> str:
+    """The note or comment that says a translation's confidence."""
+    return RATED.format(value="unknown" if confidence is None else f"{confidence:.2f}")
 
 
 class Gettext:
@@ -40,6 +50,7 @@ class Gettext:
     def _add(self, entry: polib.POEntry) -> None:
         """One segment for msgid and, for a plural entry, one for msgid_plural."""
         done: dict[int, str] = {}
+        confidences: dict[int, float | None] = {}
         sources = [entry.msgid] + ([entry.msgid_plural] if entry.msgid_plural else [])
 
         def writer(index: int):
@@ -51,9 +62,21 @@ class Gettext:
                     entry.msgstr_plural = {n: done[min(n, 1)] for n in range(self.nplurals)}
                 else:
                     entry.msgstr = done[0]
-                entry.flags.append("fuzzy")
 
             return write
+
+        def rater(index: int):
+            def rate(confidence: float | None, low: bool) -> None:
+                confidences[index] = confidence
+                if low or confidence is None:  # fuzzy: left out of the compiled catalogue until a translator looks
+                    if "fuzzy" not in entry.flags:
+                        entry.flags.append("fuzzy")
+                if len(confidences) == len(sources):
+                    known = [c for c in confidences.values() if c is not None]
+                    lowest = min(known) if len(known) == len(sources) else None
+                    entry.tcomment = "\n".join(filter(None, [entry.tcomment, rated(lowest)]))
+
+            return rate
 
         def flag(reason: str) -> None:
             entry.msgstr, entry.msgstr_plural = "", {n: "" for n in entry.msgstr_plural}
@@ -61,7 +84,7 @@ class Gettext:
 
         for i, source in enumerate(sources):
             if source.strip():
-                self.segments.append(one_run(source, writer(i), flag=flag, markup=True))
+                self.segments.append(one_run(source, writer(i), flag=flag, markup=True, rate=rater(i)))
 
     def save(self) -> bytes:
         """The catalog, written by polib."""
@@ -109,20 +132,39 @@ class Xliff:
             target.text, target[:] = wrapper.text, list(wrapper)
             source.addnext(target)
             target.tail = source.tail
-            if self.v2:
-                holder.set("state", "translated")
-            else:
-                target.set("state", "needs-review-translation")
 
         def flag(reason: str) -> None:
-            note_parent = holder.getparent() if self.v2 else holder
-            notes = note_parent.find(f"{{{self.ns}}}notes") if self.v2 else note_parent
-            if notes is None:
-                notes = etree.Element(f"{{{self.ns}}}notes")
-                note_parent.insert(0, notes)
-            etree.SubElement(notes, f"{{{self.ns}}}note").text = FLAGGED.format(reason=reason)
+            self._note(holder, FLAGGED.format(reason=reason))
 
-        return one_run(inner, write, flag=flag, markup=True, escape=lambda t: escape(t, quote=False))
+        def rate(confidence: float | None, low: bool) -> None:
+            review = low or confidence is None
+            target = holder.find(f"{{{self.ns}}}target")
+            if self.v2:
+                holder.set("state", "initial" if review else "translated")
+                if review:
+                    holder.set("subState", NEEDS_REVIEW)
+                where = f" (segment {holder.get('id')})" if holder.get("id") else ""
+                self._note(holder, rated(confidence) + where, category="mt-confidence", appliesTo="target")
+            else:
+                target.set("state", "needs-review-translation" if review else "translated")
+                note = etree.Element(f"{{{self.ns}}}note", {"from": "mt-server", "annotates": "target"})
+                note.text, note.tail = rated(confidence), target.tail
+                target.addnext(note)  # after the target, before any alt-trans (the 1.2 schema's order)
+
+        escaped = lambda t: escape(t, quote=False)  # noqa: E731
+        return one_run(inner, write, flag=flag, markup=True, escape=escaped, rate=rate)
+
+    def _note(self, holder, text: str, **attrs: str) -> None:
+        """A note on a 1.2 trans-unit (after its target), or in a 2.0 unit's notes (its first child)."""
+        if not self.v2:
+            etree.SubElement(holder, f"{{{self.ns}}}note", attrs).text = text
+            return
+        unit = holder.getparent()
+        notes = unit.find(f"{{{self.ns}}}notes")
+        if notes is None:
+            notes = etree.Element(f"{{{self.ns}}}notes")
+            unit.insert(0, notes)
+        etree.SubElement(notes, f"{{{self.ns}}}note", attrs).text = text
 
     def save(self) -> bytes:
         """The XML, with its declaration."""

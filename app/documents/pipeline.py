@@ -25,8 +25,11 @@ from app.text import plain_layout, sentences
 class Rounds:
     """Runs lists of texts as engine jobs for one document and counts finished units for progress."""
 
-    def __init__(self, plan: Plan, settings: Settings):
+    def __init__(self, plan: Plan, settings: Settings, threshold: float | None = None):
         self.plan, self.settings = plan, settings
+        self.threshold = settings.confidence_threshold if threshold is None else threshold
+        self.lowest: dict[str, float | None] = {}  # source text -> its lowest sentence confidence (None: none)
+        self.low = self.rated = 0  # sentences below the threshold, of those with a confidence
         self.done = self.total = 0
         self.changed = asyncio.Event()
         self.terms: dict[tuple[str, str], list[int]] = {}  # glossary entry -> [texts it matched, of them applied]
@@ -55,6 +58,12 @@ class Rounds:
             raise
         await job.wait_all(progress=self._count)
         out = [job.texts(item) for item in job.items]
+        for source, item in zip(sources, job.items, strict=True):
+            values = [u.result.hypotheses[0].confidence for u in item.units if u.result.hypotheses]
+            if values:  # a text with no unit (all markup) has no confidence to give
+                self.lowest[source] = None if None in values else min(values)
+            self.rated += sum(v is not None for v in values)
+            self.low += sum(v is not None and v < self.threshold for v in values)
         if self.plan.glossary is not None:
             for text, translation in zip(sources, out, strict=True):
                 for e in self.plan.glossary.report(self.plan.glossary.matched(text), translation):
@@ -66,6 +75,12 @@ class Rounds:
         """details.glossary of a document: each matched entry, the texts it matched and in how many its target
         appears (a text translated again to repair its placeholders counts again)."""
         return [{"source": s, "target": t, "matched": n, "applied": a} for (s, t), (n, a) in self.terms.items()]
+
+    def rate(self, seg: Segment, sources: list[str]) -> None:
+        """Tell a written segment its lowest sentence confidence over the texts it was translated from."""
+        values = [self.lowest[t] for t in sources if t in self.lowest]
+        lowest = None if not values or None in values else min(values)
+        seg.rate(lowest, lowest is not None and lowest < self.threshold)
 
     def _count(self) -> None:
         """One more unit finished."""
@@ -104,12 +119,16 @@ async def translate_document(doc: Document, rounds: Rounds) -> int:
         first = await rounds.translate(texts)
     retry = []
     for key, (seg, m) in masked.items():
-        if not _write(seg, m, placed_by[key] if key in aligned else first[m.text], key in aligned):
+        if _write(seg, m, placed_by[key] if key in aligned else first[m.text], key in aligned):
+            rounds.rate(seg, [m.text])
+        else:
             retry.append((seg, m))
     pieces = await rounds.translate([p for _, m in retry for p in m.pieces])
     flagged = 0
     for seg, m in retry:
-        if not _write(seg, m, m.piecewise(pieces)):
+        if _write(seg, m, m.piecewise(pieces)):
+            rounds.rate(seg, m.pieces)
+        else:
             seg.flag("placeholders or formatting marks were lost in translation")
             flagged += 1
     return flagged

@@ -14,6 +14,8 @@ from app.engine.core import EngineCore
 from app.engine.scheduler import Limits
 from app.metrics import Metrics
 from app.settings import Settings
+from model.confidence import Scorer, for_checkpoint, source_table
+from model.confidence import load as load_calibration
 from model.loading.checkpoint import Checkpoint, describe, load
 from model.network.precision import bf16_speedup, choose
 from model.network.transformer import Seq2SeqTransformer
@@ -84,16 +86,27 @@ def budget(model: Seq2SeqTransformer, s: Settings) -> Budget:
 
 
 def make_core(
-    name: str, runner: Runner, s: Settings, b: Budget | None = None, words: Words | None = None
-) -> EngineCore:
+    name: str, runner: Runner, s: Settings, b: Budget | None = None, words: Words | None = None,
+    scorer: Scorer | None = None,
+) -> EngineCore:  # fmt: skip
     """An engine core over a loaded model (or its static decoder) with the settings' limits and its budget (sized
-    here, from the model, when not given); `words`: its vocabulary's word starts (glossary terms kept whole)."""
+    here, from the model, when not given); `words`: its vocabulary's word starts (glossary terms kept whole);
+    `scorer`: its confidence."""
     cuda, b = runner.device.type == "cuda", b or budget(runner, s)
     overhead = s.join_overhead or (0.1 if cuda else 1.0)
     limits = Limits(s.max_batch_size, b.rows, b.tokens, s.max_prefill_tokens, overhead, s.max_join_wait_ms / 1000)
     overlap = cuda if s.overlap is None else s.overlap  # on CPU nothing runs asynchronously: nothing to hide
     max_wait_ms = (2.0 if cuda else 0.0) if s.max_wait_ms is None else s.max_wait_ms
-    return EngineCore(name, runner, limits, Metrics(), s.max_queue, max_wait_ms, overlap, words)
+    return EngineCore(name, runner, limits, Metrics(), s.max_queue, max_wait_ms, overlap, words, scorer)
+
+
+def scorer_of(checkpoint: Checkpoint, s: Settings) -> Scorer:
+    """The model's confidence: the calibration confidence_file gives it, else its own file, else the default."""
+    path = s.confidence_files.get(checkpoint.name) or s.confidence_files.get("*")
+    calibration = load_calibration(path) if path else for_checkpoint(checkpoint.path)
+    log.info("confidence of %s: %s", checkpoint.name, calibration.fitted_on or path)
+    pieces = checkpoint.tokenizer.source_pieces(checkpoint.config.src_vocab_size)
+    return Scorer(calibration, tuple(source_table(pieces)))
 
 
 def build(spec: str, s: Settings, device: str) -> tuple[EngineCore, ModelCard]:
@@ -108,6 +121,7 @@ def build(spec: str, s: Settings, device: str) -> tuple[EngineCore, ModelCard]:
     warm_up(checkpoint, runner, s.warmup_rounds)
     log.info("engine core %s: loaded %s on %s in %s", checkpoint.name, checkpoint.path, device, checkpoint.precision)
     words = Words.of(checkpoint.tokenizer.target_pieces(checkpoint.config.tgt_vocab_size), checkpoint.model.device)
-    core, card = make_core(checkpoint.name, runner, s, b, words), ModelCard.of(checkpoint, why)
+    core = make_core(checkpoint.name, runner, s, b, words, scorer_of(checkpoint, s))
+    card = ModelCard.of(checkpoint, why)
     card.batch = {"max_rows": b.rows, "max_tokens": b.tokens, "reason": b.reason}
     return core, card

@@ -16,6 +16,7 @@ from app.engine.messages import Hyp, Result, Submit, Update
 from app.engine.request import EngineRequest, Status
 from app.engine.scheduler import Limits, Scheduler
 from app.metrics import Metrics, Tally
+from model.confidence import Scorer
 from model.runner import Runner, agreement
 from model.runner.align import alignments
 from model.runner.constraints import Words
@@ -47,8 +48,10 @@ class EngineCore:
         max_wait_ms: float,
         overlap: bool = False,
         words: Words | None = None,
+        scorer: Scorer | None = None,
     ):
         self.name, self.model, self.metrics = name, model, metrics
+        self.scorer = scorer  # the model's confidence (None: outputs carry none)
         self.scheduler = Scheduler(limits)
         self.max_queue, self.max_wait = max_queue, max_wait_ms / 1000
         self.requests: dict[tuple[bytes, int], EngineRequest] = {}  # waiting and running, by key
@@ -272,6 +275,8 @@ class EngineCore:
             places = alignments(self.loop.runner, [(req.src, h.tokens) for h in hyps]) if req.params.align else None
             best = [Hyp(list(h.tokens), h.score, h.finish_reason, places[i] if places else [])
                     for i, h in enumerate(hyps)]  # fmt: skip
+            if hyps and req.params.confidence and self.scorer is not None:
+                best[0].confidence = self.scorer(hyps[0], req.params, req.src)
             self._box(req.front).results.append(Result(req.id, best, queue_s, total_s))
 
     def _retried(self, req: EngineRequest, best: Hypothesis) -> bool:

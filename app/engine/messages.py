@@ -52,6 +52,7 @@ class Hyp(msgspec.Struct, array_like=True):
     score: float | None
     finish_reason: str  # eos | length
     alignment: list[int] = []  # each token's source position, when the unit's parameters asked (`align`)
+    confidence: float | None = None  # the best output's, in [0, 1], when the unit's parameters asked (`confidence`)
 
 
 class Result(msgspec.Struct, array_like=True):

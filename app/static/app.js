@@ -118,8 +118,28 @@ function setBusy(busy) {
 
 const fmt = (ms) => (ms == null ? "–" : ms < 10 ? ms.toFixed(1) : Math.round(ms).toString());
 
+// The translation with its low-confidence sentences marked (details.sentences' `low`, or the whole text's).
+function markLow(d) {
+  const whole = output.textContent;
+  const low = d.sentences ? d.sentences.filter((s) => s.low) : d.low_confidence ? [{ text: whole, confidence: d.confidence }] : [];
+  const parts = [];
+  let at = 0;
+  for (const s of low) {
+    const i = s.text ? whole.indexOf(s.text, at) : -1;
+    if (i < 0) continue;
+    const mark = document.createElement("mark");
+    mark.className = "low-confidence";
+    mark.title = `Confidence ${s.confidence.toFixed(2)}: worth a review`;
+    mark.textContent = s.text;
+    parts.push(whole.slice(at, i), mark);
+    at = i + s.text.length;
+  }
+  if (parts.length) output.replaceChildren(...parts, whole.slice(at));
+}
+
 function showDone(body, started, firstAt, target) {
   const d = body.details || {};
+  markLow(d);
   const seconds = (d.total_ms || 0) / 1000;
   const rate = seconds > 0 ? d.generated_tokens / seconds : 0;
   const rows = [
@@ -129,6 +149,11 @@ function showDone(body, started, firstAt, target) {
     ["Speed", `${rate ? rate.toFixed(1) : "–"} tokens/s`],
   ];
   if (firstAt) rows.push(["First token", `${fmt(firstAt - started)} ms`]);
+  if (d.confidence != null) {
+    const low = d.sentences ? d.sentences.filter((s) => s.low).length : Number(Boolean(d.low_confidence));
+    const of = d.sentences ? d.sentences.length : 1;
+    rows.push(["Confidence", `${d.confidence.toFixed(2)}${low ? ` (${low} of ${of} sentences marked for review)` : ""}`]);
+  }
   if (d.glossary) {
     const terms = d.glossary.map((e) => `${e.source} → ${e.target} ${e.applied ? "✓" : "✗ (not in the output)"}`);
     rows.push(["Glossary", terms.length ? terms.join("; ") : "no term matched"]);

@@ -67,10 +67,18 @@ class Tokenizer:
 
     def target_pieces(self, size: int) -> list[str]:
         """Every target id's piece up to `size` ids ("" for special tokens and ids without one)."""
+        return self._pieces(self.target, size)
+
+    def source_pieces(self, size: int) -> list[str]:
+        """Every source id's piece up to `size` ids ("" for special tokens and ids without one)."""
+        return self._pieces(self.source, size)
+
+    def _pieces(self, sp: spm.SentencePieceProcessor, size: int) -> list[str]:
+        """Every id's piece of `sp` (or of the shared vocabulary) up to `size` ids, "" for special ones."""
         if self.pieces is not None:
             pieces = [self.pieces.get(i, "") for i in range(size)]
         else:
-            sp, n = self.target, self.target.get_piece_size()
+            n = sp.get_piece_size()
             pieces = [sp.id_to_piece(i) if i < n and not sp.is_control(i) else "" for i in range(size)]
         return ["" if i in self.specials else p for i, p in enumerate(pieces)]
 

@@ -23,6 +23,7 @@ class Picked:
     tokens: Tensor | None
     parts: list[Tensor]
     scored: bool  # the parts carry the picked tokens' log-probabilities after the tokens
+    confident: bool = False  # then each row's confidence signals (`signals`): log-probability, entropy
 
 
 def pick(scores: Tensor, logprobs: Tensor | None, table: RowTable, steps: Tensor) -> Picked:
@@ -38,7 +39,24 @@ def pick(scores: Tensor, logprobs: Tensor | None, table: RowTable, steps: Tensor
     parts = [tokens]
     if logprobs is not None:
         parts.append(logprobs.gather(1, tokens[:, None])[:, 0])
-    return Picked(tokens, parts, logprobs is not None)
+    if table.confident:
+        parts.extend(signals(scores, tokens))
+    return Picked(tokens, parts, logprobs is not None, table.confident)
+
+
+def signals(scores: Tensor, tokens: Tensor) -> tuple[Tensor, Tensor]:
+    """What a row's choice says of its certainty, from the scores it ranked (N, V) and its token (N,): the token's
+    log-probability and the distribution's entropy (N,) each (Fomicheva et al. 2020's glass-box signals). Without a
+    log-softmax: one exp pass and one product (entropy = log Z - E[score - best]); 64 x 8000 on 2 CPU cores: 0.27 ms
+    against 2.3 ms for log-softmax, exp and entr with a top-2 margin (measured; the margin added little, so it went)."""
+    best = scores.amax(-1)  # (N,)
+    shifted = scores - best[:, None]  # (N, V) <= 0; -inf where a processor banned a token
+    weights = shifted.exp()  # unnormalised probabilities
+    total = weights.sum(-1)
+    log_total = total.log()
+    mean = shifted.nan_to_num_(neginf=0.0).mul_(weights).sum(-1) / total  # E[score - best]: banned ones weigh 0
+    logprob = scores.gather(1, tokens[:, None])[:, 0] - best - log_total
+    return logprob, log_total - mean
 
 
 def pack(parts: list[Tensor]) -> Tensor:
@@ -46,13 +64,18 @@ def pack(parts: list[Tensor]) -> Tensor:
     return parts[0] if len(parts) == 1 else torch.cat([p.double().flatten() for p in parts])
 
 
-def unpack(flat: Tensor, picked: Picked, n: int) -> tuple[list[int], list[float] | None, Tensor]:
-    """The host part: the picked tokens, their log-probabilities (None unless scored) and the rest of the copy."""
+def unpack(flat: Tensor, picked: Picked, n: int) -> tuple[list[int], list[float] | None, list | None, Tensor]:
+    """The host part: the picked tokens, their log-probabilities (None unless scored), the rows' signals as two lists,
+    log-probabilities and entropies (None unless confident), and the rest of the copy."""
     if picked.tokens is None:
-        return [], None, flat
+        return [], None, None, flat
     tokens = flat[:n].long().tolist()
-    logprobs = flat[n : 2 * n].tolist() if picked.scored else None
-    return tokens, logprobs, flat[(2 if picked.scored else 1) * n :]
+    at = 2 * n if picked.scored else n
+    logprobs = flat[n:at].tolist() if picked.scored else None
+    signals = None
+    if picked.confident:
+        signals, at = flat[at : at + 2 * n].view(2, n).tolist(), at + 2 * n
+    return tokens, logprobs, signals, flat[at:]
 
 
 def beam_candidates(scores: Tensor, cum: Tensor, ranks: Tensor, beams: Beams) -> tuple[Tensor, Tensor, Tensor]:

@@ -155,7 +155,7 @@ class DecodeLoop:
         """The step's choices read on the host and taken by the requests that ran it and are still running: what each
         got; finished ones leave, beam requests narrow to their live beams."""
         st, eos = self.state, self.runner.cfg.eos_id
-        tokens, logprobs, rest = unpack(p.readback.wait(), p.picked, p.rows)
+        tokens, logprobs, signals, rest = unpack(p.readback.wait(), p.picked, p.rows)
         host = HostMoves.read(rest, p.groups, p.places) if p.groups else None
         outputs, ended, widths = [], [], {}
         for seq, first, b, step in p.ran:
@@ -168,7 +168,9 @@ class DecodeLoop:
                     ended.append((seq, out))
             else:
                 token = tokens[first]
-                result = seq.book(token, None if logprobs is None else logprobs[first], step, eos)
+                logprob = None if logprobs is None else logprobs[first]
+                said = None if signals is None or not seq.params.confidence else (signals[0][first], signals[1][first])
+                result = seq.book(token, logprob, said, step, eos)
                 out = StepOutput(seq.id, token, None if result is None else [result])
                 if result is not None:
                     widths[id(seq)] = 0

@@ -67,6 +67,7 @@ class DecodeParams:
     top_p: float = 1.0
     seed: int | None = None
     return_scores: bool = True  # greedy/sampling: sum log-probabilities (a log-softmax per step); beams always do
+    confidence: bool = False  # greedy/sampling: record each token's confidence signals (`choice.signals`)
     early_stopping: bool = False  # beams: stop once beam_size hypotheses finished (transformers' early_stopping=True)
     forced_bos_id: int | None = None  # the first generated token (NLLB/M2M100: the target-language token)
     forced_eos: bool = False  # EOS is the last token at the length limit (transformers' forced_eos_token_id)

@@ -19,14 +19,37 @@ class Request:
     params: DecodeParams = DecodeParams()
 
 
+@dataclass
+class Signals:
+    """A one-row output's confidence signals over its tokens (EOS included): their count, the sum and least of their
+    log-probabilities, the sum and most of their distributions' entropies."""
+
+    count: int = 0
+    logprob: float = 0.0
+    least: float = 0.0
+    entropy: float = 0.0
+    most: float = 0.0
+
+    def add(self, logprob: float, entropy: float) -> None:
+        """Count one more token's signals."""
+        if logprob < self.least or not self.count:
+            self.least = logprob
+        if entropy > self.most:
+            self.most = entropy
+        self.count += 1
+        self.logprob += logprob
+        self.entropy += entropy
+
+
 @dataclass(frozen=True)
 class Hypothesis:
-    """One finished output: generated ids (EOS excluded) and its length-normalised log-probability (None when a
-    greedy or sampled request did not ask for scores)."""
+    """One finished output: generated ids (EOS excluded), its length-normalised log-probability (None when a
+    greedy or sampled request did not ask for scores) and its confidence signals (a one-row request that asked)."""
 
     tokens: list[int]
     score: float | None
     finish_reason: str  # "eos" | "length"
+    signals: Signals | None = None
 
 
 @dataclass
@@ -73,6 +96,7 @@ class Seq:
     tokens: list[int] = field(default_factory=list)
     score: float = 0.0
     status: RowStatus = RowStatus.RUNNING
+    signals: Signals = field(default_factory=Signals)
 
     @property
     def id(self) -> Hashable:
@@ -89,15 +113,20 @@ class Seq:
         """Whether this is a beam-search request."""
         return self.params.beam_size > 1
 
-    def book(self, token: int, logprob: float | None, step: int, eos_id: int) -> Hypothesis | None:
-        """A one-row request books the token of its step `step` (0-based); its result when that was its last."""
+    def book(self, token: int, logprob: float | None, signals: tuple | None, step: int, eos_id: int
+             ) -> Hypothesis | None:  # fmt: skip
+        """A one-row request books the token of its step `step` (0-based) with its log-probability and its confidence
+        signals (log-probability and entropy; None unless asked for); its result when that was its last."""
         p = self.params
         if p.return_scores:
             self.score += logprob
+        if signals is not None:
+            self.signals.add(*signals)
         if token != eos_id and step + 1 < p.max_new_tokens:
             self.tokens.append(token)
             return None
         at_limit = p.forced_eos and step + 1 >= p.max_new_tokens  # EOS forced by the limit
         reason = "eos" if token == eos_id and not at_limit else "length"
         tokens = self.tokens if token == eos_id else [*self.tokens, token]
-        return Hypothesis(tokens, self.score / ((step + 1) ** p.length_penalty) if p.scored else None, reason)
+        score = self.score / ((step + 1) ** p.length_penalty) if p.scored else None
+        return Hypothesis(tokens, score, reason, self.signals if p.confidence else None)

@@ -11,7 +11,7 @@ import polib
 import pytest
 from lxml import etree
 
-from app.documents.l10n import Gettext, Xliff
+from app.documents.l10n import Gettext, Xliff, rated
 from app.documents.pipeline import translate_document
 from app.protect import Chunk
 from tests.documents import build
@@ -32,6 +32,10 @@ class Engine:
     async def run(self, layouts: list, sources: list[str]) -> list[str]:
         """Segments whose tags go back by alignment: as `translate` answers their masked source."""
         return [(await self.translate([s]))[s] for s in sources]
+
+    def rate(self, seg, sources: list[str]) -> None:
+        """Every written segment is confident."""
+        seg.rate(0.9, False)
 
 
 def units(root) -> dict[str, etree._Element]:
@@ -54,17 +58,19 @@ def test_xliff_unit_that_lost_its_placeholder_gets_a_note_and_no_target(source):
     assert [n.text for n in by_id["2"].iterfind(".//x:note", ns)] == [
         "machine translation withheld: placeholders or formatting marks were lost in translation"
     ]
-    assert [n for i in "134" for n in by_id[i].iterfind(".//x:note", ns)] == []
+    assert [n.text for i in "13" for n in by_id[i].iterfind(".//x:note", ns)] == [rated(0.9)] * 2  # confidence only
+    assert [n for n in by_id["4"].iterfind(".//x:note", ns)] == []
     assert by_id["4"].find(".//x:target", ns) is None
 
 
 def test_po_flagged_entry_stays_untranslated():
-    """Flagging one plural form leaves the whole entry untranslated, with the reason; the others are fuzzy."""
+    """Flagging one plural form leaves the whole entry untranslated, with the reason; a low-confidence one is fuzzy."""
     po = Gettext(build.gettext(), "es")
     by_text = {s.text: s for s in po.segments}
     by_text["%d house"].write([Chunk("%d casa", None)])
     by_text["%d houses"].flag("placeholders lost")
     by_text[build.PLAIN[0]].write([Chunk("Buenos días.", None)])
+    by_text[build.PLAIN[0]].rate(0.2, True)
     out = {e.msgid: e for e in polib.pofile(po.save().decode())}
     plural = out["%d house"]
     assert plural.msgstr_plural == {0: "", 1: ""} and "fuzzy" not in plural.flags

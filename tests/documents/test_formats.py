@@ -104,14 +104,20 @@ def test_srt(builtin):
     assert out[3].content.startswith("<i>") and out[3].content.endswith("</i>")
 
 
+def confident(entry: polib.POEntry) -> bool:
+    """Whether a machine-translated entry's confidence comment is at or above the default threshold (0.5)."""
+    value = re.search(r"machine translation confidence: ([0-9.]+)", entry.tcomment or "")
+    return value is not None and float(value.group(1)) >= 0.5
+
+
 def test_po(builtin):
-    """Untranslated entries get fuzzy translations with their placeholders; plural forms, comments, existing and
-    obsolete entries stay."""
+    """Untranslated entries get translations with their placeholders, fuzzy when their confidence is low; plural
+    forms, comments, existing and obsolete entries stay."""
     po = polib.pofile(translate_file(builtin.url, "a.po", build.gettext()).decode())
     entries = {e.msgid: e for e in po}
     want = oracle(builtin.url, build.PLAIN[:1])
     first = entries[build.PLAIN[0]]
-    assert first.msgstr == want[build.PLAIN[0]] and "fuzzy" in first.flags
+    assert first.msgstr == want[build.PLAIN[0]] and ("fuzzy" in first.flags) != confident(first)
     assert first.comment == "greeting" and first.occurrences == [("app.py", "3")]
     fmt = entries["Hello %(name)s, you have {count} new messages."]
     assert sorted(PLACEHOLDERS.findall(fmt.msgstr)) == ["%(name)s", "{count}"] and "python-format" in fmt.flags
@@ -136,7 +142,11 @@ def test_xliff(builtin, version):
         source_el = unit.find(".//x:source", ns)
         assert [(e.tag, e.attrib) for e in target] == [(e.tag, e.attrib) for e in source_el]
         state = target.get("state") if version == "1.2" else unit.find("x:segment", ns).get("state")
-        assert state == ("needs-review-translation" if version == "1.2" else "translated")
+        note = unit.find(".//x:note", ns).text
+        low = float(note.split(": ")[1].split()[0]) < 0.5
+        assert state == ("needs-review-translation" if low else "translated") if version == "1.2" else (
+            "initial" if low else "translated"
+        )
     placeholder = "%s" if version == "1.2" else "{count}"
     assert placeholder in "".join(targets[1].itertext())
 

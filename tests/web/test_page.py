@@ -398,3 +398,19 @@ def test_auto_shows_the_detected_language_and_swap_reverses_the_pair(families, b
     wait_done(browser)
     assert browser.find_element(By.ID, "detected").text.startswith("From English: the only language")
     assert not browser.find_element(By.ID, "swap").is_enabled()
+
+
+def test_low_confidence_sentences_are_marked(builtin, browser):
+    """At threshold 1 every sentence is low: each one is marked (with its confidence in the title) and the text reads
+    as the JSON answer; at 0 none is. Catches a page that ignores details.sentences' `low`."""
+    open_page(browser, builtin.url)
+    text = "Good morning. The house is big."
+    marks = "return [...document.querySelectorAll('#output mark.low-confidence')].map((m) => [m.textContent, m.title])"
+    for threshold, count in ((1.0, 2), (0.0, 0)):
+        fill(browser, text)
+        js(browser, "window.mtPage.translate({parameters: {beam_size: 1, confidence_threshold: arguments[0]}})",
+           threshold)  # fmt: skip
+        assert wait_done(browser) == answer(builtin.url, text)["translatedText"]
+        marked = js(browser, marks)
+        assert len(marked) == count and all(title.startswith("Confidence 0.") for _, title in marked), marked
+        assert "Confidence" in browser.find_element(By.ID, "details").text
