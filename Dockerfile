@@ -68,7 +68,7 @@ ENV PATH=/opt/venv/bin:$PATH \
 # Spanish terms that the model does not know ("un ventanal", "la sartén"); about 50 MB. Without it the model and the
 # word's ending decide (app/glossaries/lexicon.py).
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends apertium-eng-spa \
+    && apt-get install -y --no-install-recommends apertium-eng-spa=0.8.1-2 \
     && rm -rf /var/lib/apt/lists/*
 
 # A fixed numeric uid/gid so Kubernetes can check runAsNonRoot; /models is where user models are mounted
