@@ -54,6 +54,17 @@ RUN site="$(python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])
     && python -m pip uninstall -y -q pip setuptools
 
 
+# The Spanish analyser's file, unpacked from Debian's package without installing Apertium (see the runtime stage).
+FROM ${PYTHON_IMAGE} AS analyser
+WORKDIR /tmp/deb
+RUN apt-get update \
+    && apt-get download apertium-eng-spa=0.8.1-2 \
+    && dpkg-deb -x apertium-eng-spa_*.deb unpacked \
+    && mkdir -p /analyser/usr/share/apertium/apertium-eng-spa /analyser/usr/share/doc/apertium-eng-spa \
+    && cp unpacked/usr/share/apertium/apertium-eng-spa/spa-eng.automorf.bin /analyser/usr/share/apertium/apertium-eng-spa/ \
+    && cp unpacked/usr/share/doc/apertium-eng-spa/copyright /analyser/usr/share/doc/apertium-eng-spa/ \
+    && rm -rf /var/lib/apt/lists/*
+
 FROM ${PYTHON_IMAGE} AS runtime
 ARG UID=10001
 ENV PATH=/opt/venv/bin:$PATH \
@@ -65,10 +76,13 @@ ENV PATH=/opt/venv/bin:$PATH \
     TRITON_CACHE_DIR=/tmp/.cache/triton
 
 # Debian's Spanish morphological analyser (Apertium's lt-proc, run as its own program): the gender of a glossary's
-# Spanish terms that the model does not know ("un ventanal", "la sartén"); about 50 MB. Without it the model and the
-# word's ending decide (app/glossaries/lexicon.py).
+# Spanish terms that the model does not know ("un ventanal", "la sartén"). Only lt-proc (lttoolbox) and the one
+# analyser file of apertium-eng-spa (with its copyright), not Apertium itself: about 40 MB. Without them the model
+# and the word's ending decide (app/glossaries/lexicon.py).
+COPY --from=analyser /analyser/ /
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends apertium-eng-spa=0.8.1-2 \
+    && apt-get install -y --no-install-recommends lttoolbox=3.7.1-1+b2 \
+    && apt-get clean \
     && rm -rf /var/lib/apt/lists/*
 
 # A fixed numeric uid/gid so Kubernetes can check runAsNonRoot; /models is where user models are mounted

@@ -90,6 +90,8 @@ def test_every_feature_works_in_the_slim_image(served):
     assert ok(url, "<p>The house is <b>big</b>.</p>", format="html")["translatedText"].startswith("<p>")
     glossary = ok(url, HOUSE[0], glossary={"house": "vivienda"})  # terms placed by alignment (SentencePiece offsets)
     assert glossary["details"]["glossary"][0]["applied"], glossary
+    gendered = ok(url, "We saw a good movie.", glossary={"movie": "filme"})  # the analyser's gender: lt-proc's file
+    assert "un filme" in gendered["translatedText"], gendered
     sampled = [ok(url, HOUSE[0], parameters={"temperature": 0.8, "seed": 7})["translatedText"] for _ in range(2)]
     assert sampled[0] == sampled[1]
     assert ok(url, "The house is big. The dog is small. " * 8, parameters={"split_sentences": True})
