@@ -189,15 +189,18 @@ class Constraints:
         return torch.where(met, self.length[rows], 0).sum(-1) + under_way
 
 
-def extra_candidates(scores: Tensor, rows: Tensor, cons: Constraints) -> tuple[Tensor, Tensor]:
+def extra_candidates(
+    scores: Tensor, rows: Tensor, cons: Constraints, best: Tensor | None = None
+) -> tuple[Tensor, Tensor]:
     """For each row of `rows` (R,): its next token of every constraint it has not met, and its own best token, as
-    (R, J + 1) tokens and their scores from `scores` (N, V) (-inf where there is none)."""
+    (R, J + 1) tokens and their scores from `scores` (N, V) (-inf where there is none). `best` (N,): every row's
+    argmax of `scores` where the step has it already (the greedy rows' choice, taken over every row)."""
     c = cons.tokens.index_select(0, rows)  # (R, J, L)
     matched, met = cons.matched.index_select(0, rows), cons.met.index_select(0, rows)
     nxt = c.gather(2, matched.clamp(max=c.shape[2] - 1)[:, :, None])[:, :, 0]
     closed = cons.placed.index_select(0, rows) & (cons.budget.index_select(0, rows) <= 0) & (matched == 0)
     nxt = nxt.masked_fill(met | closed, -1)  # (R, J): a placed term starts only inside its window
-    best = scores.argmax(1).index_select(0, rows)[:, None]  # (R, 1)
+    best = (scores.argmax(1) if best is None else best).index_select(0, rows)[:, None]  # (R, 1)
     tokens = torch.cat([nxt, best], 1)  # (R, J + 1)
     at = rows[:, None] * scores.shape[1] + tokens.clamp(min=0)  # (R, J + 1) into the flat scores: no (R, V) copy
     got = scores.reshape(-1).index_select(0, at.view(-1)).view_as(at)
@@ -220,14 +223,15 @@ def allocate(score: Tensor, bank: Tensor) -> Tensor:
 
 
 def candidates(
-    top: tuple[Tensor, Tensor, Tensor], scores: Tensor, cum: Tensor, cons: Constraints, beams: Beams
-) -> tuple[Tensor, ...]:
+    top: tuple[Tensor, Tensor, Tensor], scores: Tensor, cum: Tensor, cons: Constraints, beams: Beams,
+    best: Tensor | None = None,
+) -> tuple[Tensor, ...]:  # fmt: skip
     """Each beam group's candidates in the order they take its places: its best ones `top` (cumulative score, parent
     place, token, each (G, M)) and every row's constraint tokens and own best token (duplicates dropped), allocated
-    over banks, with the count of constraints each leaves unmet and the count its parent has lost. Scores (N, V) and
-    cumulative scores (N,) of every row."""
+    over banks, with the count of constraints each leaves unmet and the count its parent has lost. Scores (N, V),
+    cumulative scores (N,) and, where the step has them, argmaxes (N,) of every row."""
     rows = beams.rows if beams.rows is not None else torch.arange(scores.shape[0], device=scores.device)
-    tokens, got = extra_candidates(scores, rows, cons)  # (Nb, J + 1)
+    tokens, got = extra_candidates(scores, rows, cons, best)  # (Nb, J + 1)
     g, w, e = beams.groups, beams.width, tokens.shape[1]
     grid = got.new_full((g * w, e), NEG_INF).index_copy_(0, beams.slots, got + cum.index_select(0, rows)[:, None])
     tok = tokens.new_zeros(g * w, e).index_copy_(0, beams.slots, tokens)
