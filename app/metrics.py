@@ -17,6 +17,7 @@ ERROR_TYPES = (
     "unsupported_language", "payload_too_large", "validation", "overloaded", "not_ready", "generation", "forbidden",
     "rate_limited", "unavailable", "insufficient_storage", "stalled_client",
 )  # fmt: skip
+RETRY_REASONS = ("placed", "agreement")  # a term missed and forced where its source aligns; a word made to agree
 DIALECTS = ("libretranslate", "deepl")  # the APIs the server speaks (mt_api_requests_total's label)
 FINISH_REASONS = ("eos", "length", "aborted")
 DEPENDENCIES = ("key_store", "cache", "glossary_store", "document_store")  # app.dependency: what requests need
@@ -69,6 +70,9 @@ class Metrics:
         self.low_confidence = Counter(
             "mt_low_confidence_sentences", "Of those, sentences below the confidence threshold", ["model"], registry=r
         )
+        self.glossary_retries = Counter(
+            "mt_glossary_retries", "Texts decoded again to mend a glossary term", ["model", "reason"], registry=r
+        )
         for kind in ERROR_TYPES:  # known series exist from the start, at 0
             self.failures.labels(kind)
         for reason in LIMIT_REASONS:
@@ -84,6 +88,8 @@ class Metrics:
             self.requests.labels(name, reason)
         self.confidence_sentences.labels(name)
         self.low_confidence.labels(name)
+        for reason in RETRY_REASONS:
+            self.glossary_retries.labels(name, reason)
 
     def render(self) -> bytes:
         """Prometheus text: this process's metrics, or every process's in multiprocess mode."""

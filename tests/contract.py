@@ -25,4 +25,5 @@ COUNTERS = (
     "mt_worker_restarts_total",  # HTTP workers the launcher started again
     "mt_confidence_sentences_total",  # translated sentences served with a confidence, per model
     "mt_low_confidence_sentences_total",  # those below the confidence threshold, per model
+    "mt_glossary_retries_total",  # texts decoded again to mend a glossary term, per model and reason
 )

@@ -284,11 +284,13 @@ class EngineCore:
         term made to agree with the word before it (`model.runner.agreement`)."""
         if not req.params.constraint_spans or self.starts is None or req.retries >= MAX_RETRIES:
             return False
-        params = redo(self.loop.runner, self.starts, req.src, req.params, best.tokens)
-        likely = lambda outs: agreement.likelihoods(self.loop.runner, [(tuple(req.src), o) for o in outs])  # noqa: E731
-        params = params or agreement.redo(req.params, best.tokens, self._forms, likely)
+        params, reason = redo(self.loop.runner, self.starts, req.src, req.params, best.tokens), "placed"
+        if params is None:
+            likely = lambda outs: agreement.likelihoods(self.loop.runner, [(tuple(req.src), o) for o in outs])  # noqa: E731
+            params, reason = agreement.redo(req.params, best.tokens, self._forms, likely), "agreement"
         if params is None:
             return False
+        self.metrics.glossary_retries.labels(self.name, reason).inc()
         again = EngineRequest(req.src, params, req.id, req.front, req.stream, req.arrival, retries=req.retries + 1)
         self.requests[again.key] = again
         self.scheduler.add(again)

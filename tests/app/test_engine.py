@@ -234,6 +234,7 @@ def test_a_missed_glossary_term_is_decoded_again_with_it_forced():
         (result,) = [r for u in rounds(core) for r in u.results]
         out = tok.decode(result.hypotheses[0].tokens)
         assert ("jefa" in out) != stream, out  # streamed: its text is out, no retry (the model writes "Mi jefe")
+    assert core.metrics.glossary_retries.labels("en-es", "placed")._value.get() == 1  # the one retry, counted
 
 
 def test_a_request_is_decoded_again_at_most_max_retries_times(monkeypatch, checkpoint):
