@@ -16,7 +16,7 @@ from app.engine.messages import Hyp, Result, Submit, Update
 from app.engine.request import EngineRequest, Status
 from app.engine.scheduler import Limits, Scheduler
 from app.metrics import Metrics, Tally
-from model.confidence import Scorer
+from model.confidence import Scorer, own_words
 from model.runner import Runner, agreement
 from model.runner.align import alignments
 from model.runner.constraints import Words
@@ -276,7 +276,8 @@ class EngineCore:
             best = [Hyp(list(h.tokens), h.score, h.finish_reason, places[i] if places else [])
                     for i, h in enumerate(hyps)]  # fmt: skip
             if hyps and req.params.confidence and self.scorer is not None:
-                best[0].confidence = self.scorer(hyps[0], req.params, req.src)
+                rated = own_words(self.loop.runner, hyps[0], req.params, req.src) if req.params.constraints else hyps[0]
+                best[0].confidence = self.scorer(rated, req.params, req.src)
             self._box(req.front).results.append(Result(req.id, best, queue_s, total_s))
 
     def _retried(self, req: EngineRequest, best: Hypothesis) -> bool:

@@ -21,14 +21,19 @@ MARGIN = 1.0  # nats by which the model's choice must beat what the output holds
 
 
 @torch.inference_mode()
-def likelihoods(runner: Runner, pairs: list[tuple[tuple[int, ...], tuple[int, ...]]]) -> list[float]:
-    """Each (source ids, target ids) pair's log-probability of the target, teacher-forced (no EOS)."""
+def token_logprobs(runner: Runner, pairs: list[tuple[tuple[int, ...], tuple[int, ...]]]) -> list[list[float]]:
+    """Each (source ids, target ids) pair's log-probability of every target token, teacher-forced."""
     cfg, device = runner.cfg, runner.device
     src, src_mask = pad_batch([list(s) for s, _ in pairs], cfg.pad_id, device)
-    tgt, tgt_mask = pad_batch([[cfg.decoder_start_id, *t] for _, t in pairs], cfg.pad_id, device)  # (B, T + 1)
+    tgt, _ = pad_batch([[cfg.decoder_start_id, *t] for _, t in pairs], cfg.pad_id, device)  # (B, T + 1)
     logits = runner.decode(runner.encode(src, src_mask), src_mask, tgt[:, :-1])  # (B, T, V)
     picked = logits.float().log_softmax(-1).gather(-1, tgt[:, 1:, None])[..., 0]  # (B, T)
-    return (picked * tgt_mask[:, 1:]).sum(1).tolist()
+    return [row[: len(t)] for row, (_, t) in zip(picked.tolist(), pairs, strict=True)]
+
+
+def likelihoods(runner: Runner, pairs: list[tuple[tuple[int, ...], tuple[int, ...]]]) -> list[float]:
+    """Each (source ids, target ids) pair's log-probability of the target, teacher-forced (no EOS)."""
+    return [sum(row) for row in token_logprobs(runner, pairs)]
 
 
 def probe(runner: Runner, p: Probe) -> list[float]:

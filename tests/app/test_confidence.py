@@ -32,6 +32,15 @@ def test_confidence_is_in_0_1_and_a_text_has_the_same_alone_as_in_a_list(builtin
         assert translate(builtin.url, text)["details"]["confidence"] == details["confidence"]
 
 
+def test_a_glossary_term_is_the_users_word_not_a_doubt_of_the_model(builtin):
+    # catches: the forced term's log-probability rating a right sentence 0.0 ("La vivienda es grande.", every glossary
+    # output marked for review)
+    plain = translate(builtin.url, "The house is big.")
+    termed = translate(builtin.url, "The house is big.", glossary={"house": "vivienda"})
+    assert termed["translatedText"] == "La vivienda es grande." and not termed["details"]["low_confidence"]
+    assert abs(termed["details"]["confidence"] - plain["details"]["confidence"]) < 0.1, (termed, plain)
+
+
 def test_a_split_text_has_each_sentence_and_their_weighted_mean(builtin):
     details = translate(builtin.url, SPLIT)["details"]
     sentences = details["sentences"]
