@@ -13,11 +13,9 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from model.runner import Runner
-from model.runner.agreement import token_logprobs
 from model.runner.params import DecodeParams
 from model.runner.search import Hypothesis
 
@@ -76,22 +74,6 @@ class Scorer:
     def __call__(self, hyp: Hypothesis, params: DecodeParams, src: Sequence[int]) -> float:
         """The confidence of `hyp`, decoded from `src` with `params`."""
         return self.calibration.confidence(hyp, params, src, self.table)
-
-
-def own_words(runner: Runner, hyp: Hypothesis, params: DecodeParams, src: Sequence[int]) -> Hypothesis:
-    """An output with glossary terms as its beam head reads it: its score the mean log-probability of the model's own
-    tokens (teacher-forced, EOS included), the terms' left out. They are the user's words, however unlikely the model
-    finds them: "La vivienda es grande." with "house" -> "vivienda" is no worse a sentence (the beam's score: 0.0)."""
-    eos = (runner.cfg.eos_id,) if hyp.finish_reason == "eos" else ()
-    (logprobs,) = token_logprobs(runner, [(tuple(src), (*hyp.tokens, *eos))])
-    covered: set[int] = set()
-    for term in params.constraints:
-        for i in range(len(hyp.tokens) - len(term) + 1):
-            if tuple(hyp.tokens[i : i + len(term)]) == term:
-                covered.update(range(i, i + len(term)))
-    kept = [x for i, x in enumerate(logprobs) if i not in covered] or logprobs
-    n = max(len(logprobs), 1)  # `features` reads score * n ** length_penalty / n back as the mean
-    return replace(hyp, score=sum(kept) / max(len(kept), 1) * n / n**params.length_penalty)
 
 
 def features(hyp: Hypothesis, params: DecodeParams, src: Sequence[int], table: Sequence[Piece]) -> dict[str, float]:

@@ -16,12 +16,13 @@ from app.engine.messages import Hyp, Result, Submit, Update
 from app.engine.request import EngineRequest, Status
 from app.engine.scheduler import Limits, Scheduler
 from app.metrics import Metrics, Tally
-from model.confidence import Scorer, own_words
+from model.confidence import Scorer
 from model.runner import Runner, agreement
 from model.runner.align import alignments
 from model.runner.constraints import Words
 from model.runner.fallback import redo
 from model.runner.loop import DecodeLoop
+from model.runner.own_words import own_words
 from model.runner.params import Probe
 from model.runner.search import Hypothesis, Request, StepOutput
 from model.runner.state import Encoded

@@ -1,0 +1,28 @@
+"""An output with glossary terms as the confidence's beam head reads it (`model.confidence`): the terms are the user's
+words, however unlikely the model finds them, so only the model's own tokens count."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+from model.runner import Runner
+from model.runner.agreement import token_logprobs
+from model.runner.params import DecodeParams
+from model.runner.search import Hypothesis
+
+
+def own_words(runner: Runner, hyp: Hypothesis, params: DecodeParams, src: Sequence[int]) -> Hypothesis:
+    """An output with glossary terms as its beam head reads it: its score the mean log-probability of the model's own
+    tokens (teacher-forced, EOS included), the terms' left out. They are the user's words, however unlikely the model
+    finds them: "La vivienda es grande." with "house" -> "vivienda" is no worse a sentence (its beam score rated 0.0)."""
+    eos = (runner.cfg.eos_id,) if hyp.finish_reason == "eos" else ()
+    (logprobs,) = token_logprobs(runner, [(tuple(src), (*hyp.tokens, *eos))])
+    covered: set[int] = set()
+    for term in params.constraints:
+        for i in range(len(hyp.tokens) - len(term) + 1):
+            if tuple(hyp.tokens[i : i + len(term)]) == term:
+                covered.update(range(i, i + len(term)))
+    kept = [x for i, x in enumerate(logprobs) if i not in covered] or logprobs
+    n = max(len(logprobs), 1)  # `features` reads score * n ** length_penalty / n back as the mean
+    return replace(hyp, score=sum(kept) / max(len(kept), 1) * n / n**params.length_penalty)
