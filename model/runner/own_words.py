@@ -15,7 +15,7 @@ from model.runner.search import Hypothesis
 def own_words(runner: Runner, hyp: Hypothesis, params: DecodeParams, src: Sequence[int]) -> Hypothesis:
     """An output with glossary terms as its beam head reads it: its score the mean log-probability of the model's own
     tokens (teacher-forced, EOS included), the terms' left out. They are the user's words, however unlikely the model
-    finds them: "La vivienda es grande." with "house" -> "vivienda" is no worse a sentence (its beam score rated 0.0)."""
+    finds them: "La vivienda es grande." (house -> vivienda) is no worse a sentence (its beam score rated 0.0)."""
     eos = (runner.cfg.eos_id,) if hyp.finish_reason == "eos" else ()
     (logprobs,) = token_logprobs(runner, [(tuple(src), (*hyp.tokens, *eos))])
     covered: set[int] = set()
