@@ -13,7 +13,7 @@ from collections.abc import Callable
 import torch
 
 from model.runner import Runner
-from model.runner.fallback import placed
+from model.runner.fallback import placed, places
 from model.runner.loop import pad_batch
 from model.runner.params import DecodeParams, Probe
 
@@ -63,7 +63,7 @@ def redo(
         p, twins = agreement.probes[j], [k for k, c in enumerate(cons) if c == term]
         if p is None or twins[0] != j:
             continue  # twins share the first one's probe; the k-th occurrence is the k-th twin's
-        found = [i for i in range(len(tokens) - len(term) + 1) if tuple(tokens[i : i + len(term)]) == term]
+        found = places(tokens, term)
         for at, k in zip(found, twins, strict=False):
             if p.lower and term != p.lower and at > int(params.forced_bos_id is not None):  # words came first: lower
                 lowered = tuple(p.lower if c == term else c for c in cons)

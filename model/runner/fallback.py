@@ -14,15 +14,15 @@ def missing(params: DecodeParams, tokens: list[int]) -> int | None:
     """The first constraint the output `tokens` does not hold (a term wanted twice needs two occurrences), or None."""
     for j, term in enumerate(params.constraints):
         wanted = params.constraints[: j + 1].count(term)
-        if count(tokens, term) < wanted:
+        if len(places(tokens, term)) < wanted:
             return j
     return None
 
 
-def count(tokens: list[int], term: tuple[int, ...]) -> int:
-    """Occurrences of `term` in `tokens`."""
+def places(tokens: list[int], term: tuple[int, ...]) -> list[int]:
+    """Where each occurrence of `term` starts in `tokens`."""
     n = len(term)
-    return sum(tuple(tokens[i : i + n]) == term for i in range(len(tokens) - n + 1))
+    return [i for i in range(len(tokens) - n + 1) if tuple(tokens[i : i + n]) == term]
 
 
 def placed(params: DecodeParams, prefix: tuple[int, ...], j: int) -> DecodeParams:

@@ -8,6 +8,7 @@ from dataclasses import replace
 
 from model.runner import Runner
 from model.runner.agreement import token_logprobs
+from model.runner.fallback import places
 from model.runner.params import DecodeParams
 from model.runner.search import Hypothesis
 
@@ -20,9 +21,8 @@ def own_words(runner: Runner, hyp: Hypothesis, params: DecodeParams, src: Sequen
     (logprobs,) = token_logprobs(runner, [(tuple(src), (*hyp.tokens, *eos))])
     covered: set[int] = set()
     for term in params.constraints:
-        for i in range(len(hyp.tokens) - len(term) + 1):
-            if tuple(hyp.tokens[i : i + len(term)]) == term:
-                covered.update(range(i, i + len(term)))
+        for i in places(hyp.tokens, term):
+            covered.update(range(i, i + len(term)))
     kept = [x for i, x in enumerate(logprobs) if i not in covered] or logprobs
     n = max(len(logprobs), 1)  # `features` reads score * n ** length_penalty / n back as the mean
     return replace(hyp, score=sum(kept) / max(len(kept), 1) * n / n**params.length_penalty)
