@@ -184,9 +184,11 @@ def cost(rows, rounds: int, beam: int) -> dict:
     from model.loading.checkpoint import load
     from model.runner.constraints import Words
     from model.runner.generate import generate
+    from model.runner.host_memory import keep_freed_memory
     from model.runner.params import DecodeParams
     from model.runner.search import Request
 
+    keep_freed_memory()  # the host allocator as the engine's process sets it
     ck, torch_threads = load(BUILTIN), torch.get_num_threads()
     two = [(en, terms[:2]) for en, _, terms in rows if len(terms) >= 2]
     batch = (two * 4)[:16] + [(en, []) for en, _, _ in rows][:48]

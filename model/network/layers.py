@@ -46,10 +46,15 @@ def one_query_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) ->
     """softmax(q k^T / sqrt(D) + mask) v for one query per row (q (B, H, 1, D)), or a few (a slot's beams): on CPU two
     batched GEMVs run 1.6-2x faster than the fused attention kernel at the short spans of a decode step once
     B x H >= 32 (measured)."""
-    scores = torch.matmul(q, k.transpose(-2, -1)).mul_(q.shape[-1] ** -0.5)  # (B, H, Tq, Tk)
+    return torch.matmul(probabilities(q, k, mask), v)
+
+
+def probabilities(q: Tensor, k: Tensor, mask: Tensor | None) -> Tensor:
+    """softmax(q k^T / sqrt(D) + mask): q (B, H, Tq, D), k (B, H, S, D) -> (B, H, Tq, S); mask boolean or additive."""
+    scores = torch.matmul(q, k.transpose(-2, -1)).mul_(q.shape[-1] ** -0.5)  # (B, H, Tq, S)
     if mask is not None:
         scores = scores.masked_fill_(~mask, float("-inf")) if mask.dtype == torch.bool else scores.add_(mask)
-    return torch.matmul(scores.softmax(-1), v)
+    return scores.softmax(-1)
 
 
 def dropout(x: Tensor, p: float, training: bool) -> Tensor:
@@ -109,10 +114,9 @@ def causal_mask(t: int, device: torch.device | None = None) -> Tensor:
     return torch.ones(t, t, dtype=torch.bool, device=device).tril()
 
 
-def head_mean(q: Tensor, k: Tensor, mask: Tensor, heads: tuple[int, ...]) -> Tensor:
-    """softmax(q k^T / sqrt(D) + mask) averaged over `heads`: q (B, H, Tq, D), k (B, H, S, D) -> (B, Tq, S)."""
-    probs = (torch.matmul(q, k.transpose(-2, -1)) * q.shape[-1] ** -0.5 + mask).softmax(-1)  # (B, H, Tq, S)
-    return probs.mean(1) if len(heads) == q.shape[1] else sum(probs[:, h] for h in heads) / len(heads)
+def head_mean(probs: Tensor, heads: tuple[int, ...]) -> Tensor:
+    """Attention probabilities (B, H, Tq, S) averaged over `heads` -> (B, Tq, S)."""
+    return probs.mean(1) if len(heads) == probs.shape[1] else sum(probs[:, h] for h in heads) / len(heads)
 
 
 class MultiHeadAttention(nn.Module):
@@ -145,24 +149,36 @@ class MultiHeadAttention(nn.Module):
             return self.out_proj(groups.rows(self.attend(groups.queries(q), k, v, mask, True)))  # (B, 1, d_model)
         return self.out_proj(self.attend(q, k, v, mask, t == 1).transpose(1, 2).reshape(b, t, -1))
 
-    def weights(self, x: Tensor, k: Tensor, mask: Tensor, groups: Groups | None, heads: tuple[int, ...]) -> Tensor:
-        """A decode step's attention distributions over the keys, averaged over `heads`: x (n, 1, d_model) -> (n, S);
-        k (G, H, S, D) and the additive mask (G, 1, 1, S) per slot, read through `groups` as in `forward`."""
+    def aligned(
+        self, x: Tensor, k: Tensor, v: Tensor, mask: Tensor, groups: Groups | None, heads: tuple[int, ...]
+    ) -> tuple[Tensor, Tensor]:
+        """A decode step's `forward` (n, 1, d_model) and its attention distributions over the keys averaged over
+        `heads` (n, S): k/v (G, H, S, D) and the additive mask (G, 1, 1, S) per slot, read through `groups`. One
+        query projection; where the step's attention is two GEMVs, one q k^T for both (the same numbers)."""
         q = self.split(self.q_proj(x))  # (n, H, 1, D)
+        n, h, _, d = q.shape
         if groups is not None:
             q = groups.queries(q)  # (G, H, W, D)
-        probs = head_mean(q, k, mask, heads)  # (G, W, S)
+        if self.gemv(q, True):
+            probs = probabilities(q, k, mask)  # (G, H, W, S)
+            out, mean = torch.matmul(probs, v), head_mean(probs, heads)
+        else:
+            out, mean = self.attend(q, k, v, mask, True), head_mean(probabilities(q, k, mask), heads)
         if groups is None:
-            return probs[:, 0]
-        return groups.rows(probs[:, None])[:, 0]  # (n, S)
+            return self.out_proj(out.transpose(1, 2).reshape(n, 1, h * d)), mean[:, 0]
+        return self.out_proj(groups.rows(out)), groups.rows(mean[:, None])[:, 0]
 
     def attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, step: bool) -> Tensor:
         """softmax(q k^T / sqrt(D) + mask) v: q (B, H, Tq, D) -> (B, H, Tq, D); `step`: a decode step's queries."""
-        b, h = q.shape[:2]
-        if step and b * h >= 32 and q.device.type == "cpu" and q.dtype == torch.float32 and not self.training:
+        if self.gemv(q, step):
             return one_query_attention(q, k, v, mask)  # a decode step on CPU (a few queries per slot with beams)
         p = self.dropout if self.training else 0.0
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)
+
+    def gemv(self, q: Tensor, step: bool) -> bool:
+        """Whether attention over queries q (B, H, Tq, D) runs as two batched GEMVs (`one_query_attention`)."""
+        b, h = q.shape[:2]
+        return step and b * h >= 32 and q.device.type == "cpu" and q.dtype == torch.float32 and not self.training
 
 
 class FeedForward(nn.Module):

@@ -19,6 +19,7 @@ from model.network.layers import (
     causal_mask,
     dropout,
     head_mean,
+    probabilities,
     sinusoidal_table,
     unpack,
 )
@@ -93,9 +94,10 @@ class DecoderLayer(nn.Module):
 
         def cross_attend(h: Tensor) -> Tensor:
             nonlocal aligned
-            if heads is not None:
-                aligned = self.cross_attn.weights(h, cross[0], src_bias, inputs.groups, heads)
-            return self.cross_attn(h, *cross, src_bias, inputs.groups)
+            if heads is None:
+                return self.cross_attn(h, *cross, src_bias, inputs.groups)
+            out, aligned = self.cross_attn.aligned(h, *cross, src_bias, inputs.groups, heads)
+            return out
 
         x = self.self_block(x, self_attend)
         cross = inputs.cross(layer)  # per slot; inputs.groups: how rows find theirs (None: row i reads slot i)
@@ -226,7 +228,8 @@ class Seq2SeqTransformer(nn.Module):
             k, v = layer.cross_attn.project_kv(memory)  # (B, H, S, D)
             if i == layer_at:
                 h = layer.cross_block.norm(x) if self.cfg.pre_norm else x
-                return head_mean(layer.cross_attn.split(layer.cross_attn.q_proj(h)), k, src_bias, heads)  # (B, T, S)
+                q = layer.cross_attn.split(layer.cross_attn.q_proj(h))  # (B, H, T, D)
+                return head_mean(probabilities(q, k, src_bias), heads)  # (B, T, S)
             x = layer.cross_block(x, lambda h, layer=layer, k=k, v=v: layer.cross_attn(h, k, v, src_bias))
             x = layer.ffn_block(x, layer.ffn)
         raise ValueError(f"alignment layer {layer_at} of a {len(self.decoder)}-layer decoder")

@@ -39,7 +39,7 @@ class Knobs:
 class Moves:
     """A beam step's outcome per group, on the device: done (G,), new rows n (G,), and per new row in row order
     (G, B) its parent row within the group, token, cumulative score, rank; tokens that became stable (G,) and the
-    window of the best beam they start (G, WINDOW)."""
+    window of the best beam they start (G, WINDOW); per new row, the candidate it is (G, B) (its place among them)."""
 
     done: Tensor
     n: Tensor
@@ -49,6 +49,7 @@ class Moves:
     rank: Tensor
     stable: Tensor
     window: Tensor
+    chosen: Tensor
 
     def packed(self) -> list[Tensor]:
         """What the host reads, flat, for the step's one copy."""
@@ -221,7 +222,7 @@ def step(state: BeamState, candidates: tuple[Tensor, ...], k: Knobs, eos_id: int
     inv = _slots(c_parent, n).argsort(1)  # (G, B) new row s holds chosen candidate inv[s]
     parent, token = c_parent.gather(1, inv), c_token.gather(1, inv)
     state, stable, window = _stable(state, parent, token, n, done, k)
-    return state, Moves(done, n, parent, token, c_score.gather(1, inv), inv, stable, window)
+    return state, Moves(done, n, parent, token, c_score.gather(1, inv), inv, stable, window, pos.gather(1, inv))
 
 
 def _finish(state: BeamState, normalised: Tensor, parent: Tensor, token: Tensor, k: Knobs, eos_id: int) -> BeamState:

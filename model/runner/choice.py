@@ -26,12 +26,13 @@ class Picked:
     confident: bool = False  # then each row's confidence signals (`signals`): log-probability, entropy
 
 
-def pick(scores: Tensor, logprobs: Tensor | None, table: RowTable, steps: Tensor) -> Picked:
+def pick(scores: Tensor, logprobs: Tensor | None, table: RowTable, steps: Tensor, best: Tensor | None = None
+         ) -> Picked:  # fmt: skip
     """The device part of the choice for the rows that take one token: greedy argmax and sampling (each row `steps`
-    (N,) tokens into its output)."""
+    (N,) tokens into its output; `best` (N,): every row's argmax where the step has it already)."""
     if table.beam_rows == scores.shape[0]:
         return Picked(None, [], False)
-    tokens = scores.argmax(-1)  # (N,) first maximum; beam rows' entries go unused
+    tokens = scores.argmax(-1) if best is None else best  # (N,) first maximum; beam rows' entries go unused
     if table.sampled_at is not None:
         at = table.sampled_at
         drawn = sample(scores.index_select(0, at), table.warp, table.seeds, steps.index_select(0, at), table.filtered)

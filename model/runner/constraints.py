@@ -21,11 +21,13 @@ word."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from model.runner.beams import Moves
 from model.runner.rows import Beams
 from model.runner.transfer import upload
 
@@ -101,37 +103,43 @@ class Constraints:
         """Every tensor, in field order."""
         return self.tokens, self.length, self.matched, self.met, self.span, self.budget, self.fresh, self.looking
 
-    @property
+    @cached_property
     def placed(self) -> Tensor:
         """(N, J) bool: constraints placed by alignment (they have a source span)."""
         return self.span[..., 0] >= 0
 
-    def opened(self, align: Tensor, mid_word: Tensor | None = None) -> Constraints:
+    def opened(self, align: Tensor, mid_word: Tensor | None = None, ends: Tensor | None = None) -> Constraints:
         """These rows once the decoder's alignment `align` (N, S) of this step is known: a window not open yet opens
         where its mass on the constraint's span reaches ALIGN_MASS or its argmax falls inside; every window of a term
         not under way has passed once the argmax reaches the source's last token between words (a term is never
         appended after the sentence; `mid_word` (N,) bool: rows whose model goes on with its word, where a glance at
-        the source's EOS, a common resting place of attention, is not the sentence's end: "Reinic|ia|r")."""
-        start, own, end = (self.span[..., k].clamp(min=0) for k in range(3))  # (N, J) each
+        the source's EOS, a common resting place of attention, is not the sentence's end: "Reinic|ia|r"), and on the
+        rows `ends` (N,) bool whose model would end the sentence here (`ended`)."""
+        j, s = self.span.shape[1], align.shape[1]
+        start, own, end = self.span.clamp(min=0).unbind(-1)  # (N, J) each
         mass = F.pad(align.float().cumsum(1), (1, 0))  # (N, S + 1)
-        on = mass.gather(1, end.clamp(max=align.shape[1])) - mass.gather(1, start.clamp(max=align.shape[1]))
-        peak = align.argmax(1)[:, None]  # (N, 1)
-        reached = (on >= ALIGN_MASS) | ((start <= peak) & (peak < end))
-        last = (align > 0).long().cumsum(1).argmax(1)[:, None]  # (N, 1) the last source token (padding weighs 0)
-        waiting = self.placed & (self.budget < 0)
-        budget = torch.where(waiting & reached, WINDOW_WORDS, self.budget)
+        edges = mass.gather(1, torch.cat([start, end], 1).clamp_(max=s))  # (N, 2J)
+        peak = align.argmax(1, keepdim=True)  # (N, 1)
+        reached = (edges[:, j:] - edges[:, :j] >= ALIGN_MASS) | ((start <= peak) & (peak < end))
+        last = (align > 0).long().cumsum(1).argmax(1, keepdim=True)  # (N, 1) the last source token (padding weighs 0)
+        opening = self.placed & (self.budget < 0) & reached
         at_end = peak == last if mid_word is None else (peak == last) & ~mid_word[:, None]  # (N, 1)
-        passed = self.placed & at_end & (self.matched == 0) & ~(waiting & reached)  # the end: passed
-        budget = budget.masked_fill(passed, 0)
+        passed = self.placed & at_end & (self.matched == 0) & ~opening  # the end: passed
+        if ends is not None:
+            passed |= self._ending(ends)
+        budget = torch.where(opening, WINDOW_WORDS, self.budget).masked_fill_(passed, 0)
         looking = self.placed & (own <= peak) & (peak < end)
         return Constraints(self.tokens, self.length, self.matched, self.met, self.span, budget, self.fresh, looking)
 
     def ended(self, ends: Tensor) -> Constraints:
         """These rows where the model's own next token `ends` (N,) bool is EOS: every placed term not under way has
         passed there (it would only come after the sentence)."""
-        passed = self.placed & ends[:, None] & (self.matched == 0) & ~self.met
-        budget, looking = self.budget.masked_fill(passed, 0), self.looking
+        budget, looking = self.budget.masked_fill(self._ending(ends), 0), self.looking
         return Constraints(self.tokens, self.length, self.matched, self.met, self.span, budget, self.fresh, looking)
+
+    def _ending(self, ends: Tensor) -> Tensor:
+        """(N, J) bool: the placed terms not under way on the rows `ends` (N,) bool, whose model would end here."""
+        return self.placed & ends[:, None] & (self.matched == 0) & ~self.met
 
     def select(self, rows: Tensor) -> Constraints:
         """Rows `rows` (old indices, in their new order)."""
@@ -158,11 +166,14 @@ class Constraints:
         met = met | (matched >= length)
         return matched.masked_fill(met, 0), met
 
-    def extend(self, parents: Tensor, tokens: Tensor, words: Words | None = None) -> Constraints:
-        """The rows after a step: row i continues row parents[i] with token tokens[i]. A word start or punctuation
-        outside a term spends a word of every open window, and all of it when the decoder chose it looking at the
-        term's own source words (the model's own word for the term)."""
-        matched, met = self.after(parents, tokens)
+    def extend(
+        self, parents: Tensor, tokens: Tensor, words: Words | None = None, progress: tuple[Tensor, Tensor] | None = None
+    ) -> Constraints:  # fmt: skip
+        """The rows after a step: row i continues row parents[i] with token tokens[i] (`progress`: its matched and
+        met (N, J) where the beam step has them already, `chosen`). A word start or punctuation outside a term spends
+        a word of every open window, and all of it when the decoder chose it looking at the term's own source words
+        (the model's own word for the term)."""
+        matched, met = self.after(parents, tokens) if progress is None else progress
         budget = self.budget.index_select(0, parents)
         fresh = (met & ~self.met.index_select(0, parents)).any(1)
         if words is not None:
@@ -173,13 +184,25 @@ class Constraints:
         looking = torch.zeros_like(met)
         return Constraints(pick(self.tokens), pick(self.length), matched, met, pick(self.span), budget, fresh, looking)
 
+    def chosen(self, progress: tuple[Tensor, Tensor], moves: Moves, beams: Beams) -> tuple[Tensor, Tensor]:
+        """Every row's matched and met (N, J) after a beam step, from its candidates' `progress` (each (G, K, J), as
+        `candidates` gives them): a beam row's are its chosen candidate's, the other rows have no constraints (a
+        constrained request decodes with a beam) and keep theirs."""
+        j, flat = self.length.shape[1], beams.flat
+        at = moves.chosen.clamp(max=progress[0].shape[1] - 1)[:, :, None].expand(-1, -1, j)  # (G, B, J)
+        mine = [p.gather(1, at).flatten(0, 1).index_select(0, flat) for p in progress]  # (Nb, J) each
+        if beams.rows is None:
+            return mine[0], mine[1]
+        return self.matched.index_copy(0, beams.rows, mine[0]), self.met.index_copy(0, beams.rows, mine[1])
+
+    @cached_property
     def lost(self) -> Tensor:
         """(N, J) bool: placed constraints not met whose window passed (a row can no longer meet them)."""
         return self.placed & (self.budget == 0) & (self.matched == 0) & ~self.met
 
     def unmet(self) -> Tensor:
         """(N,) bool: rows with a constraint not met that can still be (they may not end with EOS)."""
-        return ~(self.met | self.lost()).all(1)
+        return ~(self.met | self.lost).all(1)
 
     def bank(self, matched: Tensor, met: Tensor, rows: Tensor) -> Tensor:
         """Constraint tokens met by a progress (matched, met (*S, J)) of rows `rows` (*S): whole constraints met
@@ -187,6 +210,27 @@ class Constraints:
         are under way together: counting each would reward repeating their common start)."""
         under_way = F.pad(matched.masked_fill(met, 0), (0, 1)).amax(-1)  # (*S,) 0 without constraints
         return torch.where(met, self.length[rows], 0).sum(-1) + under_way
+
+
+def ban(scores: Tensor, cons: Constraints, eos_id: int, words: Words | None, best: Tensor | None) -> Tensor | None:
+    """Bans in the scores (N, V), in place, EOS where a constraint can still be met and, where `words` are given, a
+    token that continues the word of a term just ended. Returns every row's argmax after the bans where `best` (N,)
+    gives it before them (else None): on a CPU only the rows whose argmax was banned are searched again (a whole
+    (N, V) mask and argmax cost about as much as the rest of the constraint work; a device keeps them, no sync)."""
+    unmet, cpu = cons.unmet(), scores.device.type == "cpu"
+    scores[:, eos_id].masked_fill_(unmet, NEG_INF)
+    if words is not None and cpu:
+        rows = cons.fresh.nonzero()[:, 0]
+        scores.index_copy_(0, rows, scores.index_select(0, rows).masked_fill_(words.joins, NEG_INF))
+    elif words is not None:
+        scores.masked_fill_(cons.fresh[:, None] & words.joins, NEG_INF)
+    if best is None or not cpu:
+        return None if best is None else scores.argmax(1)
+    hit = unmet & (best == eos_id)
+    if words is not None:
+        hit |= cons.fresh & words.joins[best]
+    rows = hit.nonzero()[:, 0]
+    return best.index_copy(0, rows, scores.index_select(0, rows).argmax(1))
 
 
 def extra_candidates(
@@ -225,11 +269,12 @@ def allocate(score: Tensor, bank: Tensor) -> Tensor:
 def candidates(
     top: tuple[Tensor, Tensor, Tensor], scores: Tensor, cum: Tensor, cons: Constraints, beams: Beams,
     best: Tensor | None = None,
-) -> tuple[Tensor, ...]:  # fmt: skip
+) -> tuple[tuple[Tensor, ...], tuple[Tensor, Tensor]]:  # fmt: skip
     """Each beam group's candidates in the order they take its places: its best ones `top` (cumulative score, parent
     place, token, each (G, M)) and every row's constraint tokens and own best token (duplicates dropped), allocated
-    over banks, with the count of constraints each leaves unmet and the count its parent has lost. Scores (N, V),
-    cumulative scores (N,) and, where the step has them, argmaxes (N,) of every row."""
+    over banks, with the count of constraints each leaves unmet and the count its parent has lost; and each one's
+    progress, matched and met (G, K, J) (`Constraints.chosen`). Scores (N, V), cumulative scores (N,) and, where the
+    step has them, argmaxes (N,) of every row."""
     rows = beams.rows if beams.rows is not None else torch.arange(scores.shape[0], device=scores.device)
     tokens, got = extra_candidates(scores, rows, cons, best)  # (Nb, J + 1)
     g, w, e = beams.groups, beams.width, tokens.shape[1]
@@ -249,5 +294,7 @@ def candidates(
     matched, met = cons.after(at, token)
     pick = allocate(score, cons.bank(matched, met, at))
     unmet = (~met).sum(-1)  # (G, K) constraints a candidate leaves unmet
-    lost = cons.lost()[at].sum(-1)  # (G, K) constraints its parent can no longer meet
-    return tuple(x.gather(1, pick) for x in (score, parent, token, unmet, lost))
+    lost = cons.lost[at].sum(-1)  # (G, K) constraints its parent can no longer meet
+    by = pick[:, :, None].expand(-1, -1, met.shape[-1])  # (G, K, J)
+    chosen = tuple(x.gather(1, pick) for x in (score, parent, token, unmet, lost))
+    return chosen, (matched.gather(1, by), met.gather(1, by))

@@ -217,19 +217,20 @@ def work(plan: Plan, refs: tuple[Tensor, Tensor, Tensor], args: tuple) -> tuple:
     cfg = plan.cfg
     steps = positions - 1  # (N,) steps each row had launched before this one
     scores, logprobs = _process(logits.float(), cfg, table, steps, search.history, forced)
+    best = None  # (N,) every row's argmax, where the constraints need it before the choice
     if cons is not None:
         if align is not None:  # placed terms: where the decoder looks, and whether it would end the sentence here
             best = scores.argmax(1)  # (N,)
             mid_word = words.joins[best] if words is not None else None
-            cons = cons.opened(align, mid_word).ended(best == cfg.eos_id)
-        scores[:, cfg.eos_id].masked_fill_(cons.unmet(), float("-inf"))  # no EOS before every constraint is met
-        if words is not None:  # a term just ended: the next token starts a word or is punctuation
-            scores.masked_fill_(cons.fresh[:, None] & words.joins, float("-inf"))
-    picked, moves, n = pick(scores, logprobs, table, steps), None, scores.shape[0]
+            cons = cons.opened(align, mid_word, best == cfg.eos_id)
+        best = constraints.ban(scores, cons, cfg.eos_id, words, best)
+    picked, moves, n = pick(scores, logprobs, table, steps, best), None, scores.shape[0]
+    own = best if best is not None else picked.tokens  # (N,) every row's argmax, or None
+    progress = None  # (G, K, J) twice: the constrained candidates' matched and met
     if table.beam:
         candidates = beam_candidates(scores, search.cum, search.rank, table.beam)
         if cons is not None:
-            candidates = constraints.candidates(candidates, scores, search.cum, cons, table.beam, picked.tokens)
+            candidates, progress = constraints.candidates(candidates, scores, search.cum, cons, table.beam, own)
         search, moves = beam_step(search, candidates, table.beam.knobs_at(steps), cfg.eos_id)
     parents, source, tokens = _moved(picked.tokens, moves, table, n, scores.device)
     if moves is not None:  # beam rows take their parents' self-attention K/V, by device index
@@ -241,7 +242,7 @@ def work(plan: Plan, refs: tuple[Tensor, Tensor, Tensor], args: tuple) -> tuple:
         copy_rows((k, v), rows, from_rows, plan.copied)
     search = search.extend(parents, moves, source, tokens, steps)
     if cons is not None:
-        cons = cons.extend(parents, tokens, words)
+        cons = cons.extend(parents, tokens, words, None if moves is None else cons.chosen(progress, moves, table.beam))
     return search, tokens, cons, picked, pack(picked.parts + (moves.packed() if moves else []))
 
 

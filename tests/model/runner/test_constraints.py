@@ -6,6 +6,7 @@ allocation on hand-made cases."""
 import pytest
 import torch
 
+from model.runner import constraints
 from model.runner.constraints import WINDOW_WORDS, Constraints, Words, allocate, extra_candidates
 from model.runner.generate import generate
 from model.runner.params import DecodeParams, constrained_beam
@@ -121,7 +122,7 @@ def test_a_placed_term_is_offered_only_inside_its_window():
     assert opened.budget.tolist() == [[WINDOW_WORDS]] and extra_candidates(scores, rows, opened)[1][0, 0] == 0.0
     assert cons.opened(torch.tensor([[0.1, 0.5, 0.05, 0.05, 0.3]])).budget.tolist() == [[-1]]  # only on its span
     at_end = cons.opened(torch.tensor([[0.1, 0.1, 0.05, 0.05, 0.7]]))  # the decoder reached the source's end
-    assert at_end.budget.tolist() == [[0]] and at_end.lost().tolist() == [[True]]  # never appended after it
+    assert at_end.budget.tolist() == [[0]] and at_end.lost.tolist() == [[True]]  # never appended after it
     between = cons.opened(torch.tensor([[0.1, 0.1, 0.05, 0.05, 0.7]]), torch.tensor([False]))
     assert between.budget.tolist() == [[0]]  # between words: the end
     glance = cons.opened(torch.tensor([[0.1, 0.1, 0.05, 0.05, 0.7]]), torch.tensor([True]))
@@ -146,7 +147,7 @@ def test_a_window_passes_after_its_words_and_then_the_row_may_end():
     inside = inside.extend(rows, torch.tensor([5]), words).extend(rows, torch.tensor([6]), words)
     assert inside.met.tolist() == [[True]] and inside.fresh.tolist() == [True]  # the next token starts a new word
     own = led.opened(torch.tensor([[0.0, 1.0, 0.0]])).extend(rows, torch.tensor([10]), words)  # "cuadro", at "picture"
-    assert own.lost().tolist() == [[True]]  # its own word for the term: the window passed at once
+    assert own.lost.tolist() == [[True]]  # its own word for the term: the window passed at once
 
 
 def test_a_term_wanted_twice_is_met_once_per_occurrence():
@@ -184,7 +185,7 @@ def test_a_term_not_under_way_passes_where_the_model_would_end_the_sentence():
     # catches: a hypothesis whose window never opened kept from ending (it ran to the length limit: 0.43x at beam 4)
     cons = _placed((2, 4))
     ended = cons.ended(torch.tensor([True]))
-    assert ended.lost().tolist() == [[True]] and ended.unmet().tolist() == [False]
+    assert ended.lost.tolist() == [[True]] and ended.unmet().tolist() == [False]
     assert cons.ended(torch.tensor([False])).unmet().tolist() == [True]
     under_way = _placed((2, 4)).opened(torch.tensor([[0, 0, 1.0, 0]]))
     under_way = under_way.extend(torch.tensor([0]), torch.tensor([5]))
@@ -200,3 +201,28 @@ def test_a_placed_term_does_not_start_before_its_window_opens():
     assert opened.extend(rows, torch.tensor([5])).matched.tolist() == [[1]]  # inside it: the term starts
     unplaced = Constraints.start([((5, 6),)], torch.device("cpu"))
     assert unplaced.extend(rows, torch.tensor([5])).matched.tolist() == [[1]]  # an unplaced one starts anywhere
+
+
+@pytest.mark.parametrize("with_best", [True, False])
+def test_bans_on_a_cpu_equal_the_whole_mask(with_best):
+    """`ban`'s CPU path (only the rows a ban touches) gives the scores and argmaxes of the whole (N, V) masks: EOS
+    banned where a constraint is unmet, word continuations where a term just ended, the argmax searched again where
+    a ban took it (a row whose best was EOS, one whose best continued the term's word)."""
+    eos, vocab = 2, 16
+    gen = torch.Generator().manual_seed(0)
+    scores = torch.randn(5, vocab, generator=gen)
+    scores[0, eos] = scores[1, eos] = 9.0  # rows 0 and 1 would end; row 1 has met everything
+    joins = torch.zeros(vocab, dtype=torch.bool)
+    joins[[3, 7, 8]] = True
+    scores[2, 7] = scores[3, 8] = 9.0  # rows 2 and 3 would continue a word; a term just ended on row 2 only
+    cons = Constraints.start([((4,),), (), ((5,),), ((6,),), ()], torch.device("cpu"))
+    cons.fresh = torch.tensor([False, False, True, False, True])
+    words = Words(torch.zeros(vocab, dtype=torch.bool), joins)
+    want = scores.clone()
+    want[:, eos].masked_fill_(cons.unmet(), float("-inf"))
+    want.masked_fill_(cons.fresh[:, None] & joins, float("-inf"))
+    got_scores = scores.clone()
+    best = constraints.ban(got_scores, cons, eos, words, scores.argmax(1) if with_best else None)
+    assert torch.equal(got_scores, want)
+    assert best is None if not with_best else best.tolist() == want.argmax(1).tolist()
+    assert with_best is False or best.tolist()[:4] != scores.argmax(1).tolist()[:4]  # the bans moved some argmaxes
