@@ -47,6 +47,7 @@ class Metrics:
         self.running = Gauge("mt_requests_running", "Requests in decode batches", **live)
         self.waiting = Gauge("mt_requests_waiting", "Requests queued for admission", **live)
         self.cache_tokens = Gauge("mt_cache_tokens", "Tokens held in KV caches", **live)
+        self.threads = Gauge("mt_core_threads", "Intra-op threads the engine cores run", **live)
         self.requests = Counter("mt_requests", "Finished requests", ["model", "finish_reason"], registry=r)
         self.failures = Counter("mt_request_failures", "Failed requests", ["error_type"], registry=r)
         self.input_total = Counter("mt_input_tokens", "Source tokens", registry=r)

@@ -11,7 +11,7 @@ HISTOGRAMS = (
     "mt_request_generated_tokens",
 )
 LOAD_GAUGES = ("mt_requests_running", "mt_requests_waiting", "mt_cache_tokens")  # the engines' load
-GAUGES = (*LOAD_GAUGES, "mt_dependency_up")
+GAUGES = (*LOAD_GAUGES, "mt_dependency_up", "mt_core_threads")
 COUNTERS = (
     "mt_requests_total",
     "mt_request_failures_total",

@@ -7,6 +7,7 @@ import logging
 import os
 import pickle
 import signal
+import time
 from multiprocessing.connection import Connection
 
 import torch
@@ -16,7 +17,7 @@ from app.engine.build import build, pick_device
 from app.engine.card import ModelCard
 from app.engine.core import EngineCore
 from app.engine.messages import Abort, Hello, Ready, Submit, Update, encode, to_core
-from app.engine.threads import WAIT_POLICY, core_threads
+from app.engine.threads import SPIN_COUNT, WAIT_POLICY, CpuShare, core_threads, cpu_share
 from app.settings import Settings
 from model.runner.host_memory import keep_freed_memory
 
@@ -33,7 +34,10 @@ def core_main(spec: str, settings: dict, address: str, stop: Connection) -> None
     log.info("host allocator: %s", "freed memory kept for reuse" if keep_freed_memory() else "as the system has it")
     threads, why_threads = core_threads()
     torch.set_num_threads(threads)
-    log.info("torch threads: %d (%s); OpenMP waits: %s", threads, why_threads, os.environ.get(WAIT_POLICY, "default"))
+    share = cpu_share(threads, why_threads, torch.device(device).type)
+    waits = next((f"{k}={os.environ[k]}" for k in (WAIT_POLICY, SPIN_COUNT) if k in os.environ), "OpenMP's default")
+    log.info("torch threads: %d (%s%s); OpenMP waits: %s", threads, why_threads,
+             ", fewer while other processes take the CPUs" if share else "", waits)  # fmt: skip
     try:
         core, card = build(spec, s, device)
     except Exception as exc:  # the launcher prints the reason and exits non-zero
@@ -41,12 +45,14 @@ def core_main(spec: str, settings: dict, address: str, stop: Connection) -> None
         stop.send(f"model loading failed: {type(exc).__name__}: {exc}")
         raise SystemExit(1) from None
     log.info("engine core %s: serving %s", card.name, address)
-    serve(core, card, address, stop.fileno())
+    core.metrics.threads.set(threads)
+    serve(core, card, address, stop.fileno(), share)
 
 
-def serve(core: EngineCore, card: ModelCard, address: str, stop_fd: int) -> None:
+def serve(core: EngineCore, card: ModelCard, address: str, stop_fd: int, share: CpuShare | None = None) -> None:
     """Rounds of intake -> plan/execute -> one Update per front, until stop_fd turns readable (the launcher says
-    stop, or it is gone). A crash closes the socket unannounced, as a killed process would: fronts see it go."""
+    stop, or it is gone); the torch threads follow `share` between rounds. A crash closes the socket unannounced, as
+    a killed process would: fronts see it go."""
     ctx = zmq.Context()
     sock = ctx.socket(zmq.ROUTER)
     for option in (zmq.SNDHWM, zmq.RCVHWM, zmq.LINGER):
@@ -59,6 +65,8 @@ def serve(core: EngineCore, card: ModelCard, address: str, stop_fd: int) -> None
     try:
         while True:
             wait = core.wait_s()
+            if share is not None and wait != 0:
+                share.idle()
             events = dict(poller.poll(None if wait is None else wait * 1000))
             if stop_fd in events:
                 break
@@ -66,12 +74,23 @@ def serve(core: EngineCore, card: ModelCard, address: str, stop_fd: int) -> None
                 intake(sock, core, ready)
             if core.wait_s() == 0:
                 core.run_round()
+                if share is not None:
+                    follow(share, core)
             send(sock, core.flush())
         core.fail_all("the engine stopped")
         send(sock, core.flush())
     finally:
         sock.close(0)
         ctx.term()
+
+
+def follow(share: CpuShare, core: EngineCore) -> None:
+    """The torch threads the others' share of the CPUs leaves the core, once a busy window has measured it."""
+    threads = share.busy(time.monotonic())
+    if threads is not None:
+        torch.set_num_threads(threads)
+        core.metrics.threads.set(threads)
+        log.info("torch threads: %d of %d (other processes took the CPUs' share of the rest)", threads, share.most)
 
 
 def intake(sock: zmq.Socket, core: EngineCore, ready: bytes) -> None:

@@ -48,6 +48,7 @@ def test_every_contract_metric_is_exposed(server):
     assert value(samples, "mt_step_duration_seconds_count", phase="encode") > 0
     assert value(samples, "mt_step_duration_seconds_count", phase="decode") > 0
     assert value(samples, "mt_requests_total", model="en-es", finish_reason="eos") > 0
+    assert value(samples, "mt_core_threads") >= 1
 
 
 def test_counters_count_requests_and_tokens(server):
