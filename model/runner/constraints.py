@@ -20,6 +20,7 @@ word."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -64,6 +65,7 @@ class Constraints:
     budget: Tensor  # (N, J) long: words its window has left (-1: not open yet; 0: passed)
     fresh: Tensor  # (N,) bool: the row's latest token ended a constraint (the next one may not continue its word)
     looking: Tensor  # (N, J) bool: the decoder looks at the term's own source words at this step
+    twins: Tensor  # (N, J, J) bool: constraint k < j has the tokens of j (they are met one at a time)
 
     @classmethod
     def start(
@@ -81,7 +83,9 @@ class Constraints:
         length = (tokens >= 0).sum(2)
         span = upload(places, torch.long, device).view(n, j, 3)
         fresh, budget = torch.zeros(n, dtype=torch.bool, device=device), torch.full_like(length, -1)
-        return cls(tokens, length, torch.zeros_like(length), length == 0, span, budget, fresh, length < 0)
+        twins = (tokens[:, :, None, :] == tokens[:, None, :, :]).all(-1)  # (N, J, J) the same tokens
+        twins &= torch.ones(j, j, dtype=torch.bool, device=device).tril(-1)  # ... and an earlier constraint
+        return cls(tokens, length, torch.zeros_like(length), length == 0, span, budget, fresh, length < 0, twins)
 
     def concat(self, other: Constraints) -> Constraints:
         """These rows followed by `other`'s."""
@@ -97,11 +101,13 @@ class Constraints:
         tokens = F.pad(self.tokens, (0, dw, 0, dj), value=-1)
         return Constraints(tokens, F.pad(self.length, (0, dj)), F.pad(self.matched, (0, dj)),
                            F.pad(self.met, (0, dj), value=True), F.pad(self.span, (0, 0, 0, dj), value=-1),
-                           F.pad(self.budget, (0, dj), value=-1), self.fresh, F.pad(self.looking, (0, dj)))  # fmt: skip
+                           F.pad(self.budget, (0, dj), value=-1), self.fresh, F.pad(self.looking, (0, dj)),
+                           F.pad(self.twins, (0, dj, 0, dj)))  # fmt: skip
 
     def fields(self) -> tuple[Tensor, ...]:
         """Every tensor, in field order."""
-        return self.tokens, self.length, self.matched, self.met, self.span, self.budget, self.fresh, self.looking
+        return (self.tokens, self.length, self.matched, self.met, self.span, self.budget, self.fresh, self.looking,
+                self.twins)  # fmt: skip
 
     @cached_property
     def placed(self) -> Tensor:
@@ -128,14 +134,12 @@ class Constraints:
         if ends is not None:
             passed |= self._ending(ends)
         budget = torch.where(opening, WINDOW_WORDS, self.budget).masked_fill_(passed, 0)
-        looking = self.placed & (own <= peak) & (peak < end)
-        return Constraints(self.tokens, self.length, self.matched, self.met, self.span, budget, self.fresh, looking)
+        return dataclasses.replace(self, budget=budget, looking=self.placed & (own <= peak) & (peak < end))
 
     def ended(self, ends: Tensor) -> Constraints:
         """These rows where the model's own next token `ends` (N,) bool is EOS: every placed term not under way has
         passed there (it would only come after the sentence)."""
-        budget, looking = self.budget.masked_fill(self._ending(ends), 0), self.looking
-        return Constraints(self.tokens, self.length, self.matched, self.met, self.span, budget, self.fresh, looking)
+        return dataclasses.replace(self, budget=self.budget.masked_fill(self._ending(ends), 0))
 
     def _ending(self, ends: Tensor) -> Tensor:
         """(N, J) bool: the placed terms not under way on the rows `ends` (N,) bool, whose model would end here."""
@@ -158,10 +162,7 @@ class Constraints:
         budget = self.budget[rows]
         open_now = torch.where(self.placed[rows], budget > 0, budget != 0)  # a placed term starts only in its window
         starts = (t == cons[..., 0]) & ~met & open_now & ~goes_on.any(-1, keepdim=True)
-        j = cons.shape[-2]
-        twin = (cons[..., :, None, :] == cons[..., None, :, :]).all(-1)  # (*S, J, J): the same tokens
-        twin &= torch.ones(j, j, dtype=torch.bool, device=cons.device).tril(-1)  # ... and an earlier constraint
-        starts &= ~(twin & starts[..., None, :]).any(-1)
+        starts &= ~(self.twins[rows] & starts[..., None, :]).any(-1)  # an earlier twin starts first
         matched = torch.where(goes_on, matched + 1, starts.long())
         met = met | (matched >= length)
         return matched.masked_fill(met, 0), met
@@ -182,7 +183,8 @@ class Constraints:
             budget = torch.where(own, 0, budget - spent.long())  # its own word for the term: the window passed
         pick = lambda x: x.index_select(0, parents)  # noqa: E731
         looking = torch.zeros_like(met)
-        return Constraints(pick(self.tokens), pick(self.length), matched, met, pick(self.span), budget, fresh, looking)
+        return Constraints(pick(self.tokens), pick(self.length), matched, met, pick(self.span), budget, fresh, looking,
+                           pick(self.twins))  # fmt: skip
 
     def chosen(self, progress: tuple[Tensor, Tensor], moves: Moves, beams: Beams) -> tuple[Tensor, Tensor]:
         """Every row's matched and met (N, J) after a beam step, from its candidates' `progress` (each (G, K, J), as
