@@ -17,7 +17,7 @@ from app.engine.build import build, pick_device
 from app.engine.card import ModelCard
 from app.engine.core import EngineCore
 from app.engine.messages import Abort, Hello, Ready, Submit, Update, encode, to_core
-from app.engine.threads import SPIN_COUNT, WAIT_POLICY, CpuShare, core_threads, cpu_share
+from app.engine.threads import HUGE_PAGES, SPIN_COUNT, WAIT_POLICY, CpuShare, core_threads, cpu_share
 from app.settings import Settings
 from model.runner.host_memory import keep_freed_memory
 
@@ -31,7 +31,8 @@ def core_main(spec: str, settings: dict, address: str, stop: Connection) -> None
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the launcher drains the HTTP workers first, then stops the core
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     device = pick_device(s.device)
-    log.info("host allocator: %s", "freed memory kept for reuse" if keep_freed_memory() else "as the system has it")
+    log.info("host allocator: %s; torch's huge pages: %s", "freed memory kept for reuse" if keep_freed_memory()
+             else "as the system has it", os.environ.get(HUGE_PAGES, "off"))  # fmt: skip
     threads, why_threads = core_threads()
     torch.set_num_threads(threads)
     share = cpu_share(threads, why_threads, torch.device(device).type)

@@ -2,7 +2,16 @@
 
 import os
 
-from app.engine.threads import AFFINITY, CpuShare, brief_spins, cgroup_cpus, core_threads, cpu_seconds, cpu_share
+from app.engine.threads import (
+    AFFINITY,
+    CpuShare,
+    brief_spins,
+    cgroup_cpus,
+    core_threads,
+    cpu_seconds,
+    cpu_share,
+    huge_pages,
+)
 
 
 def test_omp_num_threads_wins(tmp_path):
@@ -30,6 +39,8 @@ def test_openmp_threads_spin_briefly_unless_set():
     assert brief_spins(env) == "OMP_WAIT_POLICY=PASSIVE" and env == {"OMP_WAIT_POLICY": "PASSIVE"}
     env = {"GOMP_SPINCOUNT": "0"}
     assert brief_spins(env) == "GOMP_SPINCOUNT=0" and env == {"GOMP_SPINCOUNT": "0"}
+    env = {}
+    assert huge_pages(env) == "THP_MEM_ALLOC_ENABLE=1" and huge_pages({"THP_MEM_ALLOC_ENABLE": "0"}).endswith("=0")
 
 
 class Machine:
