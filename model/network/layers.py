@@ -146,27 +146,37 @@ class MultiHeadAttention(nn.Module):
         q = self.split(self.q_proj(x))  # (B, H, Tq, D)
         b, h, t, _ = q.shape
         if groups is not None:
-            return self.out_proj(groups.rows(self.attend(groups.queries(q), k, v, mask, True)))  # (B, 1, d_model)
+            out = self.attend(groups.queries(q), k, v, mask, True)
+            wide = None if groups.wide is None else self.attend(groups.wide.queries(q), *groups.part(k, v, mask), True)
+            return self.out_proj(groups.rows(out, wide))  # (B, 1, d_model)
         return self.out_proj(self.attend(q, k, v, mask, t == 1).transpose(1, 2).reshape(b, t, -1))
 
     def aligned(
         self, x: Tensor, k: Tensor, v: Tensor, mask: Tensor, groups: Groups | None, heads: tuple[int, ...]
     ) -> tuple[Tensor, Tensor]:
         """A decode step's `forward` (n, 1, d_model) and its attention distributions over the keys averaged over
-        `heads` (n, S): k/v (G, H, S, D) and the additive mask (G, 1, 1, S) per slot, read through `groups`. One
-        query projection; where the step's attention is two GEMVs, one q k^T for both (the same numbers)."""
+        `heads` (n, S): k/v (G, H, S, D) and the additive mask (G, 1, 1, S) per slot, read through `groups`."""
         q = self.split(self.q_proj(x))  # (n, H, 1, D)
         n, h, _, d = q.shape
-        if groups is not None:
-            q = groups.queries(q)  # (G, H, W, D)
-        if self.gemv(q, True):
-            probs = probabilities(q, k, mask)  # (G, H, W, S)
-            out, mean = torch.matmul(probs, v), head_mean(probs, heads)
-        else:
-            out, mean = self.attend(q, k, v, mask, True), head_mean(probabilities(q, k, mask), heads)
         if groups is None:
+            out, mean = self._with_mean(q, k, v, mask, heads)
             return self.out_proj(out.transpose(1, 2).reshape(n, 1, h * d)), mean[:, 0]
-        return self.out_proj(groups.rows(out)), groups.rows(mean[:, None])[:, 0]
+        out, mean = self._with_mean(groups.queries(q), k, v, mask, heads)  # (G, H, W, D), (G, W, S)
+        wide = wide_mean = None
+        if groups.wide is not None:
+            wide, wide_mean = self._with_mean(groups.wide.queries(q), *groups.part(k, v, mask), heads)
+            wide_mean = wide_mean[:, None]
+        return self.out_proj(groups.rows(out, wide)), groups.rows(mean[:, None], wide_mean)[:, 0]
+
+    def _with_mean(
+        self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor, heads: tuple[int, ...]
+    ) -> tuple[Tensor, Tensor]:
+        """`attend` of a step's queries (B, H, W, D) and the distributions averaged over `heads` (B, W, S): one
+        q k^T for both where the attention is two GEMVs (the same numbers)."""
+        if self.gemv(q, True):
+            probs = probabilities(q, k, mask)  # (B, H, W, S)
+            return torch.matmul(probs, v), head_mean(probs, heads)
+        return self.attend(q, k, v, mask, True), head_mean(probabilities(q, k, mask), heads)
 
     def attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, step: bool) -> Tensor:
         """softmax(q k^T / sqrt(D) + mask) v: q (B, H, Tq, D) -> (B, H, Tq, D); `step`: a decode step's queries."""

@@ -13,11 +13,16 @@ from torch import Tensor
 @dataclass(frozen=True)
 class Groups:
     """A step's queries laid out (G, W) over G slots: `gather` (G*W,) picks the row of every place (None when row i
-    already is place i: rows in blocks of W per slot), `scatter` (n,) each row's place (None likewise)."""
+    already is place i: rows in blocks of W per slot), `scatter` (n,) each row's place (None likewise). Split in two
+    (`wide`, on a CPU, where few slots have several rows: a beam request among greedy ones): one place per slot (its
+    first row), and `wide` laying out the rows of the slots `wide_slots` (Gw,) over those slots' keys and values,
+    gathered; `scatter` then indexes the places of both, the first part's first."""
 
     width: int
     gather: Tensor | None = None
     scatter: Tensor | None = None
+    wide: Groups | None = None
+    wide_slots: Tensor | None = None
 
     def queries(self, q: Tensor) -> Tensor:
         """(n, H, 1, D) one query per row -> (G, H, W, D) queries per slot."""
@@ -27,10 +32,17 @@ class Groups:
             flat = flat.index_select(0, self.gather)  # (G*W, H*D)
         return flat.view(-1, self.width, h, d).transpose(1, 2)  # (G, H, W, D)
 
-    def rows(self, out: Tensor) -> Tensor:
-        """(G, H, W, D) attention outputs per slot -> (n, 1, H*D) one per row."""
+    def part(self, k: Tensor, v: Tensor, mask: Tensor | None) -> tuple[Tensor, Tensor, Tensor | None]:
+        """The wide part's keys, values and mask: those of the slots `wide_slots`, (Gw, ...) each."""
+        at = self.wide_slots
+        return k.index_select(0, at), v.index_select(0, at), None if mask is None else mask.index_select(0, at)
+
+    def rows(self, out: Tensor, wide: Tensor | None = None) -> Tensor:
+        """(G, H, W, D) attention outputs per slot (and the wide part's (Gw, H, Ww, D)) -> (n, 1, H*D) one per row."""
         g, h, w, d = out.shape
         flat = out.transpose(1, 2).reshape(g * w, h * d)  # (G*W, H*D)
+        if wide is not None:
+            flat = torch.cat([flat, wide.transpose(1, 2).reshape(-1, h * d)])  # (G*W + Gw*Ww, H*D)
         if self.scatter is not None:
             flat = flat.index_select(0, self.scatter)  # (n, H*D)
         return flat[:, None]

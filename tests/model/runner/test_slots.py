@@ -18,10 +18,17 @@ def test_layouts():
     mixed = group([0, 1, 1, 2], 3, cpu)
     assert mixed.width == 2 and mixed.gather.tolist() == [0, 0, 1, 2, 3, 3] and mixed.scatter.tolist() == [0, 2, 3, 4]
     assert plan([1, 0, 1], 4, 3) == ([1, 1, 1, 0, 2, 0, 0, 0, 0, 0, 0, 0], [3, 0, 4])  # padded slots: row 0, unread
+    few = group([0, 1, 1, 1, 2, 3, 4], 5, cpu)  # one beam of 3 among greedy rows: split (2 x 1 x 3 < 5 x 2)
+    assert few.width == 1 and few.gather.tolist() == [0, 1, 4, 5, 6] and few.wide_slots.tolist() == [1]
+    assert few.wide.width == 3 and few.wide.gather.tolist() == [1, 2, 3]
+    assert few.scatter.tolist() == [0, 5, 6, 7, 2, 3, 4]  # the beam's rows read the wide part, after the 5 places
+    assert group([0, 1, 1, 1, 2, 3, 4], 5, torch.device("meta")).wide is None  # a GPU: one padded layout
 
 
 @pytest.mark.parametrize("heads", [2, 8])  # 2 x G < 32: scaled_dot_product_attention; 8 x G >= 32: batched GEMVs
-@pytest.mark.parametrize("row_slots", [[0, 1, 2, 3], [0, 0, 0, 1, 1, 1], [2, 0, 1, 1, 2, 3, 1], [0, 1, 1, 1, 1, 2]])
+@pytest.mark.parametrize(
+    "row_slots", [[0, 1, 2, 3], [0, 0, 0, 1, 1, 1], [2, 0, 1, 1, 2, 3, 1], [0, 1, 1, 1, 1, 2], [3, 0, 1, 1, 1, 2, 4, 5]]
+)
 @torch.inference_mode()
 def test_grouped_attention_equals_a_copy_per_row(heads, row_slots):
     """Each row's query over its slot's keys, values and source mask, through the layout, equals the query over
@@ -35,8 +42,13 @@ def test_grouped_attention_equals_a_copy_per_row(heads, row_slots):
     x = torch.randn(n, 1, 8 * heads)
     at = torch.tensor(row_slots)
     want = mha(x, k[at], v[at], bias[at])
-    got = mha(x, k, v, bias, group(row_slots, slots, torch.device("cpu")) or Groups(1))
-    torch.testing.assert_close(got, want, atol=1e-6, rtol=1e-5)
+    layout = group(row_slots, slots, torch.device("cpu")) or Groups(1)
+    torch.testing.assert_close(mha(x, k, v, bias, layout), want, atol=1e-6, rtol=1e-5)
+    out, mean = mha.aligned(x, k, v, bias, layout, (0, heads - 1))  # the step's output and its alignment, at once
+    torch.testing.assert_close(out, want, atol=1e-6, rtol=1e-5)
+    q = mha.split(mha.q_proj(x))  # (n, H, 1, D) against each row's own slot
+    probs = (q @ k[at].transpose(-2, -1) * q.shape[-1] ** -0.5 + bias[at]).softmax(-1)[:, :, 0]  # (n, H, S)
+    torch.testing.assert_close(mean, (probs[:, 0] + probs[:, heads - 1]) / 2, atol=1e-6, rtol=1e-5)
 
 
 def test_two_stage_topk_equals_topk():
