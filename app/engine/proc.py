@@ -32,7 +32,7 @@ def core_main(spec: str, settings: dict, address: str, stop: Connection) -> None
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     device = pick_device(s.device)
     log.info("host allocator: %s; torch's huge pages: %s", "freed memory kept for reuse" if keep_freed_memory()
-             else "as the system has it", os.environ.get(HUGE_PAGES, "off"))  # fmt: skip
+             else "as the system has it", "on" if os.environ.get(HUGE_PAGES) == "1" else "off")  # fmt: skip
     threads, why_threads = core_threads()
     torch.set_num_threads(threads)
     share = cpu_share(threads, why_threads, torch.device(device).type)
@@ -91,7 +91,8 @@ def follow(share: CpuShare, core: EngineCore) -> None:
     if threads is not None:
         torch.set_num_threads(threads)
         core.metrics.threads.set(threads)
-        log.info("torch threads: %d of %d (other processes took the CPUs' share of the rest)", threads, share.most)
+        took = f"other processes took {share.others:.1f} of the {len(share.cpus)} CPUs"
+        log.info("torch threads: %d of %d (%s)", threads, share.most, took)
 
 
 def intake(sock: zmq.Socket, core: EngineCore, ready: bytes) -> None:

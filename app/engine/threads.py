@@ -12,6 +12,7 @@ WAIT_POLICY = "OMP_WAIT_POLICY"  # read by OpenMP (libgomp, libiomp) when it loa
 SPIN_COUNT, SPINS = "GOMP_SPINCOUNT", 10_000  # libgomp's turns of spinning before a waiting thread sleeps (300k unset)
 HUGE_PAGES = "THP_MEM_ALLOC_ENABLE"  # torch's CPU allocator: madvise(MADV_HUGEPAGE) on blocks of 2 MiB and more
 PERIOD = 2.0  # seconds of busy time over which `CpuShare` measures the others' share of the CPUs
+HYSTERESIS = 0.2  # CPUs: a thread comes back once the others' share is this far below where it went (no flapping)
 HZ = os.sysconf("SC_CLK_TCK")  # /proc's clock ticks per second
 AFFINITY = "usable CPUs (affinity)"
 PROC = Path("/proc")
@@ -75,6 +76,7 @@ class CpuShare:
         self.most, self.threads, self.cpus = most, most, cpus
         self.read = read or cpu_seconds
         self.start: tuple[float, float, float] | None = None  # (time, the CPUs' busy seconds, the core's) at its start
+        self.others = 0.0  # the others' share at the last window's end, in CPUs
 
     def idle(self) -> None:
         """The core has nothing to run: the window restarts at its next busy round (others working while it idles
@@ -89,9 +91,11 @@ class CpuShare:
         if now - self.start[0] < PERIOD:
             return None
         busy, own = self.read(self.cpus)
-        others = max(0.0, (busy - self.start[1]) - (own - self.start[2])) / (now - self.start[0])  # in cores
+        self.others = max(0.0, (busy - self.start[1]) - (own - self.start[2])) / (now - self.start[0])  # in CPUs
         self.start = (now, busy, own)
-        threads = max(1, self.most - math.floor(others + 0.5))
+        fewer = max(1, self.most - math.floor(self.others + 0.5))  # one less per CPU's worth, rounded
+        more = max(1, self.most - math.floor(self.others + 0.5 + HYSTERESIS))  # back up only well clear of it
+        threads = fewer if fewer < self.threads else max(more, self.threads)
         if threads == self.threads:
             return None
         self.threads = threads

@@ -77,6 +77,7 @@ def test_threads_follow_the_share_other_processes_leave():
     clock[0] += 10
     assert rounds(5, others=0) == [] and share.threads == 2
     assert rounds(5, others=1) == [1]  # another process takes a core
+    assert rounds(5, others=0.4) == []  # and nearly stops: no thread back yet (no flapping around half a CPU)
     assert rounds(5, others=0.1) == [2]  # and stops
 
 
