@@ -104,9 +104,16 @@ class CpuShare:
 
 def cpu_share(threads: int, why: str, device_type: str) -> CpuShare | None:
     """The share the core's threads follow, where they are the CPUs it may run on (not the operator's count, not a
-    container's quota: the others' time on a host's CPUs says nothing of a quota) and it decodes on the CPU."""
+    container's quota: the others' time on a host's CPUs says nothing of a quota), it decodes on the CPU and /proc
+    tells the CPUs' time."""
     cpus = os.sched_getaffinity(0)
-    return CpuShare(threads, cpus) if device_type == "cpu" and why == AFFINITY and threads == len(cpus) > 1 else None
+    if device_type != "cpu" or why != AFFINITY or not threads == len(cpus) > 1:
+        return None
+    try:
+        cpu_seconds(cpus)
+    except (OSError, ValueError, IndexError):  # no /proc to read (or not Linux's): the threads stay as they are
+        return None
+    return CpuShare(threads, cpus)
 
 
 def cpu_seconds(cpus: set[int], stat: Path = PROC / "stat", own: Path = PROC / "self/stat") -> tuple[float, float]:

@@ -2,6 +2,8 @@
 
 import os
 
+import pytest
+
 from app.engine.threads import (
     AFFINITY,
     CpuShare,
@@ -81,8 +83,10 @@ def test_threads_follow_the_share_other_processes_leave():
     assert rounds(5, others=0.1) == [2]  # and stops
 
 
-def test_cpu_seconds_reads_proc():
+def test_cpu_seconds_reads_proc(tmp_path):
     busy, own = cpu_seconds(os.sched_getaffinity(0))
     assert busy > 0 and 0 < own
     assert cpu_share(2, "OMP_NUM_THREADS", "cpu") is None  # the operator's count is kept
     assert cpu_share(2, AFFINITY, "cuda") is None
+    with pytest.raises(OSError):
+        cpu_seconds({0}, tmp_path / "no-stat")
