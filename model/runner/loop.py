@@ -254,14 +254,17 @@ def _process(
     log-probabilities when any row keeps scores."""
     every_beam = table.beam_rows == logits.shape[0]
     logprobs = None
-    if table.scored:  # beam rows only: written over the logits, no second (N, V) buffer (64 x 256k: 66 MB a step)
-        logprobs = torch.log_softmax(logits, -1, out=logits) if every_beam else logits.log_softmax(-1)
-    if every_beam:
-        scores = logprobs  # processed in place: no greedy row reads the log-probabilities
-    elif table.beam_rows == 0:
-        scores = logits
+    if table.beam_rows and (every_beam or not table.one_row_scored):  # only beam rows keep log-probabilities
+        at = table.beam.rows
+        if at is None:  # written over the logits, no second (N, V) buffer (64 x 256k: 66 MB a step)
+            scores = logprobs = torch.log_softmax(logits, -1, out=logits)
+        else:  # the beam rows' written over theirs; the other rows' logits, which nothing books, stay
+            scores = logprobs = logits.index_copy_(0, at, logits.index_select(0, at).log_softmax(-1))
+    elif table.scored:
+        logprobs = logits.log_softmax(-1)
+        scores = logits if table.beam_rows == 0 else torch.where(table.is_beam[:, None], logprobs, logits)
     else:
-        scores = torch.where(table.is_beam[:, None], logprobs, logits)
+        scores = logits
     process(scores, cfg, table, steps, history, forced)
     return scores, logprobs
 

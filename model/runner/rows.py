@@ -51,6 +51,7 @@ class RowTable:
     sampled: list[int] = host_field()  # rows that sample
     filtered: bool  # a sampled row keeps only its top-k or top-p
     scored: bool  # a row keeps log-probabilities
+    one_row_scored: bool  # a greedy or sampled row keeps them (else only beam rows do)
     confident: bool  # a greedy or sampled row records its confidence signals
     beam_rows: int  # rows of beam groups
     forcing: list[tuple[int, DecodeParams]] = host_field()  # rows that may be forced a token (prefix, BOS, EOS)
@@ -87,7 +88,8 @@ class RowTable:
         return cls(
             places, params, beams, sampled,
             any(params[r].top_k > 0 or params[r].top_p < 1 for r in sampled),
-            any(p.scored for p in params), any(p.confidence and p.beam_size == 1 for p in params), n_beam,
+            any(p.scored for p in params), any(p.scored and p.beam_size == 1 for p in params),
+            any(p.confidence and p.beam_size == 1 for p in params), n_beam,
             [(r, p) for r, p in enumerate(params) if p.forced_bos_id is not None or p.forced_eos or p.prefix],
             get("is_beam", Tensor.bool), get("sampled_at", Tensor.long), get("warp", Tensor.float),
             get("seeds", Tensor.long), get("min_new", Tensor.long), Penalties.of(params, device),
