@@ -12,15 +12,25 @@ from model.runner.transfer import upload
 def plan(row_slots: list[int], slots: int, width: int) -> tuple[list[int], list[int]]:
     """(gather (slots*width,), scatter (rows,)) laying rows out `width` places per slot, in row order; a slot's
     spare places repeat its first row (row 0 for a slot without rows): they are computed, never read."""
-    members: list[list[int]] = [[] for _ in range(slots)]
-    for row, slot in enumerate(row_slots):
-        members[slot].append(row)
     gather, scatter = [], [0] * len(row_slots)
-    for g, rows in enumerate(members):
+    for g, rows in enumerate(members(row_slots, slots)):
         for k, row in enumerate(rows):
             scatter[row] = g * width + k
-        gather += rows + [rows[0] if rows else 0] * (width - len(rows))
+        gather += padded(rows, width)
     return gather, scatter
+
+
+def members(row_slots: list[int], slots: int) -> list[list[int]]:
+    """Each slot's rows, in row order."""
+    out: list[list[int]] = [[] for _ in range(slots)]
+    for row, slot in enumerate(row_slots):
+        out[slot].append(row)
+    return out
+
+
+def padded(rows: list[int], width: int) -> list[int]:
+    """A slot's `width` places: its rows, then its first row again (row 0 for a slot without rows)."""
+    return rows + [rows[0] if rows else 0] * (width - len(rows))
 
 
 def width(row_slots: list[int], slots: int) -> int:
@@ -53,21 +63,19 @@ def split(row_slots: list[int], slots: int, w: int, device: torch.device) -> Gro
     CPU's attention costs about its places (2 CPU threads, 64 slots x 4 heads, 84 source tokens: 64 x 1 places 197
     us, 64 x 4 407 us, 64 x 5 558 us, 16 slots gathered at 4 places 152 us), so 48 greedy requests beside 16 beam
     ones no longer compute their slots 4 or 5 times; a beam row keeps its place among `w`, as alone."""
-    members: list[list[int]] = [[] for _ in range(slots)]
-    for row, slot in enumerate(row_slots):
-        members[slot].append(row)
-    wide = [g for g, rows in enumerate(members) if len(rows) > 1]
+    of_slot = members(row_slots, slots)
+    wide = [g for g, rows in enumerate(of_slot) if len(rows) > 1]
     if 2 * len(wide) * w >= slots * (w - 1):
         return None
-    first = [rows[0] if rows else 0 for rows in members]  # (G,) a slot without rows: row 0, computed, never read
+    first = [(rows or [0])[0] for rows in of_slot]  # (G,) a slot without rows: row 0, computed, never read
     gather, scatter = [], [0] * len(row_slots)
-    for g, rows in enumerate(members):
+    for g, rows in enumerate(of_slot):
         if len(rows) == 1:
             scatter[rows[0]] = g
     for b, g in enumerate(wide):
-        for k, row in enumerate(members[g]):
+        for k, row in enumerate(of_slot[g]):
             scatter[row] = slots + b * w + k
-        gather += members[g] + [members[g][0]] * (w - len(members[g]))
+        gather += padded(of_slot[g], w)
     parts = upload(first + gather + scatter + wide, torch.long, device)
     a, b, c = slots, slots + len(gather), slots + len(gather) + len(scatter)
     return Groups(1, parts[:a], parts[b:c], Groups(w, parts[a:b]), parts[c:])
