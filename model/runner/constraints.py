@@ -114,13 +114,12 @@ class Constraints:
         """(N, J) bool: constraints placed by alignment (they have a source span)."""
         return self.span[..., 0] >= 0
 
-    def opened(self, align: Tensor, mid_word: Tensor | None = None, ends: Tensor | None = None) -> Constraints:
+    def opened(self, align: Tensor, mid_word: Tensor | None = None) -> Constraints:
         """These rows once the decoder's alignment `align` (N, S) of this step is known: a window not open yet opens
         where its mass on the constraint's span reaches ALIGN_MASS or its argmax falls inside; every window of a term
         not under way has passed once the argmax reaches the source's last token between words (a term is never
         appended after the sentence; `mid_word` (N,) bool: rows whose model goes on with its word, where a glance at
-        the source's EOS, a common resting place of attention, is not the sentence's end: "Reinic|ia|r"), and on the
-        rows `ends` (N,) bool whose model would end the sentence here (`ended`)."""
+        the source's EOS, a common resting place of attention, is not the sentence's end: "Reinic|ia|r")."""
         j, s = self.span.shape[1], align.shape[1]
         start, own, end = self.span.clamp(min=0).unbind(-1)  # (N, J) each
         mass = F.pad(align.float().cumsum(1), (1, 0))  # (N, S + 1)
@@ -131,19 +130,14 @@ class Constraints:
         opening = self.placed & (self.budget < 0) & reached
         at_end = peak == last if mid_word is None else (peak == last) & ~mid_word[:, None]  # (N, 1)
         passed = self.placed & at_end & (self.matched == 0) & ~opening  # the end: passed
-        if ends is not None:
-            passed |= self._ending(ends)
         budget = torch.where(opening, WINDOW_WORDS, self.budget).masked_fill_(passed, 0)
         return dataclasses.replace(self, budget=budget, looking=self.placed & (own <= peak) & (peak < end))
 
     def ended(self, ends: Tensor) -> Constraints:
         """These rows where the model's own next token `ends` (N,) bool is EOS: every placed term not under way has
         passed there (it would only come after the sentence)."""
-        return dataclasses.replace(self, budget=self.budget.masked_fill(self._ending(ends), 0))
-
-    def _ending(self, ends: Tensor) -> Tensor:
-        """(N, J) bool: the placed terms not under way on the rows `ends` (N,) bool, whose model would end here."""
-        return self.placed & ends[:, None] & (self.matched == 0) & ~self.met
+        passed = self.placed & ends[:, None] & (self.matched == 0) & ~self.met
+        return dataclasses.replace(self, budget=self.budget.masked_fill(passed, 0))
 
     def select(self, rows: Tensor) -> Constraints:
         """Rows `rows` (old indices, in their new order)."""
