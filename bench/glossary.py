@@ -321,7 +321,7 @@ def render(info: dict, rows, builtin: dict, opus: dict, costs: list[dict], args)
               "ratio is mostly those rows, whose step time grows with them: a constrained request decodes with a beam "
               "of at least 4 (the words before a term keep alternatives: 'La foto' at 4, 'El foto' at 3), so 16 "
               "greedy requests with terms take 4 rows each and 64 rows become 113; the constraint work itself is "
-              "about 5% of the constrained batch's time (on a GPU, where a step's time hardly depends on its rows at "
+              "5-9% of the constrained batch's time (on a GPU, where a step's time hardly depends on its rows at "
               "these sizes, the rows cost little).", "",
               "The OPUS-MT-shaped model's misses are its toy vocabulary's: it has no capital letters, so the server "
               "keeps a capital as it is and translates the text around it, and a term next to one (\"Breakfast\", "
