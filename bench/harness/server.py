@@ -21,6 +21,7 @@ from bench.harness.client import HTTP
 from bench.harness.procs import children, has_torch, is_python_child
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository
+LOG_DIR = "MT_SERVER_LOG_DIR"  # where servers' logs go unless given (/tmp): a GPU check sets its results folder
 
 
 def free_port() -> int:
@@ -31,14 +32,14 @@ def free_port() -> int:
 
 
 class ServerProcess:
-    """A server subprocess and its base URL; logs go to a file for post-mortems. It runs on the CPU unless the
-    arguments name a --device (on a GPU machine the server would pick cuda and bfloat16), and without the translation
-    cache unless they say --cache (tests of the engine must reach it every time)."""
+    """A server subprocess and its base URL; logs go to a file for post-mortems ($MT_SERVER_LOG_DIR, else /tmp). It
+    runs on the CPU unless the arguments name a --device (on a GPU machine the server would pick cuda and bfloat16),
+    and without the translation cache unless they say --cache (tests of the engine must reach it every time)."""
 
     def __init__(self, *args: str, env: dict[str, str] | None = None, log: Path | None = None, cwd: Path = ROOT):
         self.port, self.args = free_port(), args
         self.url = f"http://127.0.0.1:{self.port}"
-        self.log_path = log or Path(f"/tmp/mt-server-{self.port}.log")
+        self.log_path = log or Path(os.environ.get(LOG_DIR, "/tmp")) / f"mt-server-{self.port}.log"
         device = () if "--device" in args else ("--device", "cpu")  # tests compare with offline CPU float32
         cache = () if {"--cache", "--no-cache"} & set(args) else ("--no-cache",)
         dtype = () if "--dtype" in args else ("--dtype", "float32")  # the oracles are float32: pinned, not auto

@@ -39,6 +39,11 @@ class PackedLinear(nn.Linear):
         self._packed = torch.ops.mkldnn._reorder_linear_weight(self.weight.detach())
         self._version = _version(self.weight)
 
+    def __getstate__(self) -> dict:
+        """Copies and pickles leave the packed weight out (oneDNN's opaque tensor has no storage to copy): repacked
+        at the copy's first float32 CPU call."""
+        return {**self.__dict__, "_packed": None, "_version": None}
+
     def forward(self, x: Tensor) -> Tensor:
         """x (..., in) -> (..., out): packed GEMM for float32 CPU inputs, else F.linear."""
         if x.dtype != torch.float32 or x.device.type != "cpu":
