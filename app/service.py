@@ -62,8 +62,15 @@ class Service:
 
     async def start(self) -> None:
         """Connect to every engine core (they may still be loading); load the language detector meanwhile."""
-        threading.Thread(target=self.detector.load, name="detector", daemon=True).start()
+        threading.Thread(target=self._load_detector, name="detector", daemon=True).start()
         await asyncio.gather(*(c.start() for c in self.clients))
+
+    def _load_detector(self) -> None:
+        """Load the language detector; a failure is logged (and makes the service broken: `broken` says why)."""
+        try:
+            self.detector.load()
+        except Exception:
+            log.exception("the language detector failed to load")
 
     async def stop(self) -> None:
         """Close the connections."""
@@ -83,7 +90,10 @@ class Service:
         return all(c.card is not None for c in self.clients) and self.detector.loaded
 
     def broken(self) -> str | None:
-        """Why this process can never serve again (an engine core died, two serve one pair), else None."""
+        """Why this process can never serve again (an engine core died, two serve one pair, the language detector
+        failed to load), else None."""
+        if self.detector.failed is not None:
+            return f"language detector failed to load: {self.detector.failed}"
         dead = [c.card.name if c.card else c.address for c in self.clients if c.dead]
         if dead:
             return f"engine stopped: {', '.join(dead)}"

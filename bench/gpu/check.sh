@@ -25,7 +25,7 @@ case $stage in
 1)
   export MT_SERVER_LOG_DIR=$out/server-logs && mkdir -p "$MT_SERVER_LOG_DIR"  # every server's log comes back
   python3 -m bench.marian /tmp/opus-mt-en-de --beam-default > /dev/null 2>&1
-  # the server on the GPU first: time to ready (on 2026-11-27 none became ready within 60 s), one translation
+  # the server on the GPU first: time to ready, one translation (2026-11-27: none got ready, a wheel was missing)
   timeout 160 python3 -m bench.gpu.start /tmp/opus-mt-en-de > "$out/start.log" 2>&1 \
     || timeout 60 python3 -m bench.gpu.start /tmp/opus-mt-en-de --device cpu > "$out/start-cpu.log" 2>&1  # a control
   tail -12 "$out"/start*.log

