@@ -15,12 +15,13 @@ ROOT = Path(__file__).resolve().parents[2]
 TESTS = [
     "pytest",
     "pytest-timeout",
+    "hypothesis",
     "httpx-sse",
     "uvloop",
     "httptools",
     "websockets",
     "watchfiles",
-]  # + uvicorn[standard]
+]  # the tests' (the CUDA lanes import hypothesis) and uvicorn[standard]'s
 MACHINE = ["torch", "numpy", "sentencepiece", "safetensors"]  # with torch's own requirements
 
 
