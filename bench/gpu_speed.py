@@ -35,7 +35,7 @@ from bench import marian, nllb
 from bench.engines import Engine
 from bench.machine import machine_info
 from bench.report import DOC, command, log, write_section
-from bench.roofline import copy_bandwidth, count_kernels, device_seconds, matmul_rate, multiples, step_work
+from bench.roofline import copy_bandwidth, device_seconds, kernel_kinds, kernels_of, matmul_rate, multiples, step_work
 from bench.timing import Local, sync, time_cell
 
 DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
@@ -182,7 +182,8 @@ def roofline(static, args, cells: dict, card: dict[str, float], main: str) -> li
         row |= {"kv": work.kv, "logits": work.logits, "flops": work.flops, "step_s": seconds}
         row |= {"memory_s": work.bytes / card["bandwidth"], "compute_s": work.flops / card["flop_rate"]}
         row |= {f"x_{k}": v for k, v in multiples(seconds, work, card["bandwidth"], card["flop_rate"]).items()}
-        row["kernels"] = count_kernels(step, device) or count_kernels(padded_step(static, rows, span, True), device)
+        kernels = kernels_of(step, device) or kernels_of(padded_step(static, rows, span, True), device)
+        row["kernels"], row["kinds"] = len(kernels), kernel_kinds(kernels)
         for (mode, batch), tps in cells.items():
             if batch * beam_of(mode) == rows and tps.get(main):
                 row[f"wall_s {mode}"] = batch / tps[main]
@@ -261,6 +262,20 @@ def tps_table(result: dict) -> list[str]:
         row += [f"{ours / tps[o]:.2f}x" if tps.get(o) else "-" for o in others]
         lines.append("| " + " | ".join(row) + " |")
     return lines
+
+
+def kinds_table(result: dict) -> list[str]:
+    """The step's kernels by kind at each row count: how many, and their time (us) in one step."""
+    steps = [s for s in result["steps"] if s.get("kinds")]
+    if not steps:
+        return []
+    kinds = list(dict.fromkeys(k for s in steps for k in s["kinds"]))
+    lines = ["| kind | " + " | ".join(f"{s['rows']} rows: kernels, us" for s in steps) + " |"]
+    lines.append("|---|" + "---|" * len(steps))
+    for kind in kinds:
+        cells = [s["kinds"].get(kind, (0, 0.0)) for s in steps]
+        lines.append(f"| {kind} | " + " | ".join(f"{n}, {t * 1e6:.0f}" for n, t in cells) + " |")
+    return ["The step's kernels by kind (torch.profiler, one replay; on a CPU its top-level ops):", "", *lines, ""]
 
 
 def roofline_table(result: dict) -> list[str]:
@@ -397,6 +412,7 @@ def render(result: dict) -> str:
     return "\n".join([
         heading(result), "", made, "", *_facts(result), "", "Tokens/s (higher is better):", "", *tps_table(result),
         "", f"The step of {result['main']} against its roofline:", "", *roofline_table(result), "",
+        *kinds_table(result),
         *(busy + [""] if result["busy"] else []), *goals, "",
     ])  # fmt: skip
 

@@ -120,9 +120,10 @@ def matmul_rate(device: torch.device, dtype: torch.dtype, n: int, iters: int = 1
     return 2 * n**3 / device_seconds(lambda: torch.mm(a, b), iters, device)
 
 
-def count_kernels(fn: Callable[[], object], device: torch.device) -> int:
-    """Kernels one call of `fn` runs: device kernels seen by torch.profiler on a GPU (a graph replay's kernels too,
-    memory copies and sets left out), top-level aten ops on a CPU."""
+def kernels_of(fn: Callable[[], object], device: torch.device) -> list[tuple[str, float]]:
+    """(name, seconds) of every kernel one call of `fn` runs: device kernels seen by torch.profiler on a GPU (a graph
+    replay's kernels too, memory copies and sets left out: Memcpy, Memset), top-level aten ops and their CPU time on a
+    CPU."""
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
 
@@ -135,9 +136,38 @@ def count_kernels(fn: Callable[[], object], device: torch.device) -> int:
     events = prof.events()
     if cuda:
         kernels = [e for e in events if e.device_type == DeviceType.CUDA]
-        return sum(not e.name.startswith(("Memcpy", "Memset")) for e in kernels)
+        return [(e.name, e.self_device_time_total / 1e6) for e in kernels if not e.name.startswith(("Memcpy", "Mem"))]
     top = [e for e in events if e.name.startswith("aten::")]
-    return sum(e.cpu_parent is None or not e.cpu_parent.name.startswith("aten::") for e in top)
+    top = [e for e in top if e.cpu_parent is None or not e.cpu_parent.name.startswith("aten::")]
+    return [(e.name, e.cpu_time_total / 1e6) for e in top]
+
+
+def count_kernels(fn: Callable[[], object], device: torch.device) -> int:
+    """Kernels one call of `fn` runs (`kernels_of`)."""
+    return len(kernels_of(fn, device))
+
+
+KINDS = (  # a kernel's kind by the first pattern its lowercased name holds (cuBLAS, CUTLASS, flash and aten names)
+    ("matmul", ("gemm", "gemv", "cutlass", "nvjet", "sm90_xmma", "cublas", "aten::mm", "aten::addmm", "aten::bmm",
+                "aten::linear", "aten::matmul", "mkldnn")),
+    ("attention", ("flash", "fmha", "attention", "sdpa")),
+    ("norm", ("layer_norm", "layernorm", "rms")),
+    ("index and copy", ("index", "gather", "scatter", "copy", "cat", "embedding", "take", "put")),
+    ("elementwise", ("elementwise", "vectorized", "unrolled", "aten::add", "aten::mul", "aten::where", "silu",
+                     "gelu", "relu", "fill")),
+    ("reduce", ("softmax", "reduce", "argmax", "topk", "sort", "max", "sum")),
+)  # fmt: skip
+
+
+def kernel_kinds(kernels: list[tuple[str, float]]) -> dict[str, tuple[int, float]]:
+    """{kind: (kernels, seconds)} of `kernels_of`'s list, in KINDS's order, then "other"."""
+    out = {kind: (0, 0.0) for kind, _ in KINDS} | {"other": (0, 0.0)}
+    for name, seconds in kernels:
+        low = name.lower()
+        kind = next((k for k, marks in KINDS if any(m in low for m in marks)), "other")
+        count, total = out[kind]
+        out[kind] = (count + 1, total + seconds)
+    return {k: v for k, v in out.items() if v[0]}
 
 
 # The CPU: its measured rates, a model_speed cell's bound, the profiler's split of our step.

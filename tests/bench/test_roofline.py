@@ -19,6 +19,8 @@ from bench.roofline import (
     copy_bandwidth,
     count_kernels,
     device_seconds,
+    kernel_kinds,
+    kernels_of,
     matmul_flops,
     matmul_rate,
     measure,
@@ -86,6 +88,9 @@ def test_measurements_run_on_a_cpu():
     assert device_seconds(lambda: torch.ones(8), 2, CPU) > 0
     a, b = torch.ones(1, 4), torch.ones(4, 1)
     assert count_kernels(lambda: torch.mm(a, b).add_(1).relu_(), CPU) == 3
+    at = torch.zeros(1, dtype=torch.long)
+    kinds = kernel_kinds(kernels_of(lambda: torch.mm(a, b).add_(1).relu_().index_select(0, at), CPU))
+    assert {k: n for k, (n, _) in kinds.items()} == {"matmul": 1, "index and copy": 1, "elementwise": 2}
 
 
 RATES = Rates(threads=1, packed=100.0, dense=50.0, int8=400.0, bf16=200.0, dram=10.0, l3=40.0)
