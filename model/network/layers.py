@@ -146,9 +146,8 @@ class MultiHeadAttention(nn.Module):
         q = self.split(self.q_proj(x))  # (B, H, Tq, D)
         b, h, t, _ = q.shape
         if groups is not None:
-            out = self.attend(groups.queries(q), k, v, mask, True)
-            wide = None if groups.wide is None else self.attend(groups.wide.queries(q), *groups.part(k, v, mask), True)
-            return self.out_proj(groups.rows(out, wide))  # (B, 1, d_model)
+            outs = [self.attend(*p, True) for p in groups.parts(q, k, v, mask)]  # (G, H, W, D) each
+            return self.out_proj(groups.rows(*outs))  # (B, 1, d_model)
         return self.out_proj(self.attend(q, k, v, mask, t == 1).transpose(1, 2).reshape(b, t, -1))
 
     def aligned(
@@ -161,12 +160,9 @@ class MultiHeadAttention(nn.Module):
         if groups is None:
             out, mean = self._with_mean(q, k, v, mask, heads)
             return self.out_proj(out.transpose(1, 2).reshape(n, 1, h * d)), mean[:, 0]
-        out, mean = self._with_mean(groups.queries(q), k, v, mask, heads)  # (G, H, W, D), (G, W, S)
-        wide = wide_mean = None
-        if groups.wide is not None:
-            wide, wide_mean = self._with_mean(groups.wide.queries(q), *groups.part(k, v, mask), heads)
-            wide_mean = wide_mean[:, None]
-        return self.out_proj(groups.rows(out, wide)), groups.rows(mean[:, None], wide_mean)[:, 0]
+        got = [self._with_mean(*p, heads) for p in groups.parts(q, k, v, mask)]  # (G, H, W, D), (G, W, S) each
+        outs, means = zip(*got, strict=True)
+        return self.out_proj(groups.rows(*outs)), groups.rows(*(m[:, None] for m in means))[:, 0]
 
     def _with_mean(
         self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor, heads: tuple[int, ...]

@@ -32,17 +32,21 @@ class Groups:
             flat = flat.index_select(0, self.gather)  # (G*W, H*D)
         return flat.view(-1, self.width, h, d).transpose(1, 2)  # (G, H, W, D)
 
-    def part(self, k: Tensor, v: Tensor, mask: Tensor | None) -> tuple[Tensor, Tensor, Tensor | None]:
-        """The wide part's keys, values and mask: those of the slots `wide_slots`, (Gw, ...) each."""
-        at = self.wide_slots
-        return k.index_select(0, at), v.index_select(0, at), None if mask is None else mask.index_select(0, at)
+    def parts(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> list[tuple[Tensor, ...]]:
+        """(queries, keys, values, mask) of each part of the layout, for a step's queries q (n, H, 1, D) over k/v and
+        mask per slot: every slot's places, and where split the wide part's over the slots `wide_slots`."""
+        out = [(self.queries(q), k, v, mask)]
+        if self.wide is not None:
+            at = self.wide_slots
+            wide_mask = None if mask is None else mask.index_select(0, at)
+            out.append((self.wide.queries(q), k.index_select(0, at), v.index_select(0, at), wide_mask))
+        return out
 
-    def rows(self, out: Tensor, wide: Tensor | None = None) -> Tensor:
-        """(G, H, W, D) attention outputs per slot (and the wide part's (Gw, H, Ww, D)) -> (n, 1, H*D) one per row."""
-        g, h, w, d = out.shape
-        flat = out.transpose(1, 2).reshape(g * w, h * d)  # (G*W, H*D)
-        if wide is not None:
-            flat = torch.cat([flat, wide.transpose(1, 2).reshape(-1, h * d)])  # (G*W + Gw*Ww, H*D)
+    def rows(self, *parts: Tensor) -> Tensor:
+        """Each part's outputs (G, H, W, D) per slot, `parts`' order -> (n, 1, H*D) one per row."""
+        hd = parts[0].shape[1] * parts[0].shape[3]
+        flats = [x.transpose(1, 2).reshape(-1, hd) for x in parts]  # (G*W, H*D) [, (Gw*Ww, H*D)]
+        flat = flats[0] if len(flats) == 1 else torch.cat(flats)
         if self.scatter is not None:
             flat = flat.index_select(0, self.scatter)  # (n, H*D)
         return flat[:, None]
