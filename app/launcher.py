@@ -25,7 +25,7 @@ from pathlib import Path
 from prometheus_client import multiprocess
 
 from app.children import engine_core, http_worker
-from app.engine.threads import brief_spins, huge_pages
+from app.engine.threads import core_environment
 from app.settings import BUILTIN, Settings
 
 log = logging.getLogger("mt.launcher")
@@ -107,8 +107,7 @@ class Launcher:
         specs = settings.models or [str(BUILTIN)]
         self.addresses = [f"ipc://{run_dir}/core-{i}.sock" for i in range(len(specs))]
         self.config = settings.model_dump()
-        brief_spins()  # the cores inherit these: OpenMP reads it when torch loads, torch's allocator at its first block
-        huge_pages()
+        core_environment()  # inherited: OpenMP reads it when torch loads, torch's allocator at its first block
         self.cores = [
             start(f"engine core {i} ({spec})", engine_core, spec, self.config, address)
             for i, (spec, address) in enumerate(zip(specs, self.addresses, strict=True))

@@ -29,7 +29,7 @@ import httpx
 import sacrebleu
 import torch
 
-from app.engine.threads import brief_spins
+from app.engine.threads import core_environment
 from app.glossaries.lexicon import lexicon
 from bench import glossary_quality as gq
 from bench import marian
@@ -179,9 +179,9 @@ def served(model: Path, rows, glossary: dict[str, str], workdir: Path) -> dict:
 
 
 def core_cost(rows, rounds: int, beam: int) -> dict:
-    """`cost` in a process started as the launcher starts an engine core: its OpenMP settings (read when torch loads)
-    and its host allocator."""
-    brief_spins()
+    """`cost` in a process started as the launcher starts an engine core: its OpenMP settings (read when torch loads),
+    torch's huge pages and its host allocator."""
+    core_environment()
     with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
         return pool.submit(cost, rows, rounds, beam).result()
 

@@ -122,8 +122,7 @@ def matmul_rate(device: torch.device, dtype: torch.dtype, n: int, iters: int = 1
 
 def kernels_of(fn: Callable[[], object], device: torch.device) -> list[tuple[str, float]]:
     """(name, seconds) of every kernel one call of `fn` runs: device kernels seen by torch.profiler on a GPU (a graph
-    replay's kernels too, memory copies and sets left out: Memcpy, Memset), top-level aten ops and their CPU time on a
-    CPU."""
+    replay's kernels too, memory copies and sets left out), top-level aten ops and their CPU time on a CPU."""
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
 
@@ -135,16 +134,12 @@ def kernels_of(fn: Callable[[], object], device: torch.device) -> list[tuple[str
             torch.cuda.synchronize(device)
     events = prof.events()
     if cuda:
-        kernels = [e for e in events if e.device_type == DeviceType.CUDA]
-        return [(e.name, e.self_device_time_total / 1e6) for e in kernels if not e.name.startswith(("Memcpy", "Mem"))]
+        copies = ("Memcpy", "Memset")
+        kernels = [e for e in events if e.device_type == DeviceType.CUDA and not e.name.startswith(copies)]
+        return [(e.name, e.self_device_time_total / 1e6) for e in kernels]
     top = [e for e in events if e.name.startswith("aten::")]
     top = [e for e in top if e.cpu_parent is None or not e.cpu_parent.name.startswith("aten::")]
     return [(e.name, e.cpu_time_total / 1e6) for e in top]
-
-
-def count_kernels(fn: Callable[[], object], device: torch.device) -> int:
-    """Kernels one call of `fn` runs (`kernels_of`)."""
-    return len(kernels_of(fn, device))
 
 
 KINDS = (  # a kernel's kind by the first pattern its lowercased name holds (cuBLAS, CUTLASS, flash and aten names)

@@ -64,6 +64,12 @@ def huge_pages(environ: dict[str, str] | None = None) -> str:
     return f"{HUGE_PAGES}={env.setdefault(HUGE_PAGES, '1')}"
 
 
+def core_environment() -> list[str]:
+    """Set what the engine cores inherit from the process that starts them (`brief_spins`, `huge_pages`), for the
+    launcher and for a benchmark that runs as a core; the settings in force."""
+    return [brief_spins(), huge_pages()]
+
+
 class CpuShare:
     """The core's intra-op threads follow the share of its CPUs other processes leave it. Over each PERIOD of busy
     time (rounds back to back), the CPU time the machine spent on those CPUs less the core's own is the others'; the

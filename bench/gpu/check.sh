@@ -29,8 +29,7 @@ case $stage in
   timeout 160 python3 -m bench.gpu.start /tmp/opus-mt-en-de > "$out/start.log" 2>&1 \
     || timeout 60 python3 -m bench.gpu.start /tmp/opus-mt-en-de --device cpu > "$out/start-cpu.log" 2>&1  # a control
   tail -12 "$out"/start*.log
-  lanes=$( (grep -rlE "cuda" tests/model tests/app --include='test_*.py'; ls tests/model/test_*parity*.py \
-    tests/model/runner/test_decoding.py tests/app/test_overlap.py) | sort -u | grep -v test_cuda)  # CUDA lanes, parity
+  lanes=$(bash bench/gpu/lanes.sh)
   # the in-process lanes first, then the servers on cuda (each waits up to 120 s, then fails with its log's end)
   timeout 200 python3 -m pytest -q -p no:cacheprovider -rfE $lanes tests/app/test_cuda.py 2>&1 | tee "$out/tests.log" | tail -15
   flags="--device cuda --model /tmp/opus-mt-en-de --clients 64,256 --client-procs 8 --workers 4 --threads 4"

@@ -4,6 +4,7 @@ dependencies, numpy, sentencepiece and safetensors, which the machine has and wh
 
 from __future__ import annotations
 
+import sys
 import tomllib
 from collections.abc import Iterable
 from importlib.metadata import PackageNotFoundError, distribution
@@ -22,7 +23,8 @@ TESTS = [
     "websockets",
     "watchfiles",
 ]  # the tests' (the CUDA lanes import hypothesis) and uvicorn[standard]'s
-MACHINE = ["torch", "numpy", "sentencepiece", "safetensors"]  # with torch's own requirements
+MACHINE = ["torch", "numpy", "sentencepiece", "safetensors"]  # with torch's own requirements: never shadowed
+HAS = [*MACHINE, "transformers", "sacrebleu", "aiohttp"]  # what the machine has that the project uses (a rehearsal's)
 
 
 def closure(names: Iterable[str]) -> dict[str, str]:
@@ -52,5 +54,10 @@ def needs(pyproject: Path = ROOT / "pyproject.toml") -> list[str]:
     return [f"{n}=={v}" for n, v in sorted(closure(roots + TESTS).items()) if n not in have]
 
 
-if __name__ == "__main__":
-    print(" ".join(needs()))
+def pins(names: Iterable[str]) -> list[str]:
+    """name==version of `names` as installed here."""
+    return [f"{n}=={distribution(n).version}" for n in names]
+
+
+if __name__ == "__main__":  # the pins to bring; with --has, those of what the machine has (bench/gpu/rehearse.sh)
+    print(" ".join(pins(HAS) if sys.argv[1:] == ["--has"] else needs()))
