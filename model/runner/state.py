@@ -195,26 +195,42 @@ class DecodeState:
 
 
 def place(spans: list[tuple[int, int, int]]) -> list[int]:
-    """New first row for each (old first row, old width, new width) so that they tile rows [0, total): a span
-    that keeps its width and lies inside stays; the others fill the gaps, widest first; when they do not fit,
-    all are packed in order."""
+    """New first row for each (old first row, old width, new width) so that they tile rows [0, total): a span that
+    keeps its width and lies inside stays; the others fill the gaps, widest first; one that fits no gap takes the
+    window that moves the fewest rows of narrower spans (nearest the end), which then fill gaps in turn, so that a
+    beam request at the end does not repack every request after the first gap; when no window has only narrower
+    spans, all are packed in order."""
     total = sum(new for _, _, new in spans)
-    stays = [old == new and start + new <= total for start, old, new in spans]
-    free = [True] * total
-    for (start, _, new), stay in zip(spans, stays, strict=True):
-        if stay:
-            free[start : start + new] = [False] * new
-    gaps = []  # [first row, length] of each run of free rows
-    for i, f in enumerate(free):
-        if f and (i == 0 or not free[i - 1]):
-            gaps.append([i, 0])
-        if f:
-            gaps[-1][1] += 1
-    starts = [start if stay else -1 for (start, _, _), stay in zip(spans, stays, strict=True)]
-    for i in sorted((i for i, stay in enumerate(stays) if not stay), key=lambda i: -spans[i][2]):
-        width = spans[i][2]
-        gap = next((g for g in gaps if g[1] >= width), None)
-        if gap is None:
+    owner = [-1] * total  # (total,) the span on each row, -1: free
+    starts = [-1] * len(spans)
+    for i, (start, old, new) in enumerate(spans):
+        if old == new and start + new <= total:
+            starts[i], owner[start : start + new] = start, [i] * new
+    pending = [i for i, s in enumerate(starts) if s < 0]
+    while pending:
+        i = max(pending, key=lambda j: (spans[j][2], -j))  # widest first, then in order
+        pending.remove(i)
+        at = _window(owner, spans[i][2], [new for _, _, new in spans])
+        if at is None:
             return [sum(new for _, _, new in spans[:j]) for j in range(len(spans))]
-        starts[i], gap[0], gap[1] = gap[0], gap[0] + width, gap[1] - width
+        for j in {owner[r] for r in range(at, at + spans[i][2])} - {-1}:  # evicted: placed again later
+            owner[starts[j] : starts[j] + spans[j][2]], starts[j] = [-1] * spans[j][2], -1
+            pending.append(j)
+        starts[i], owner[at : at + spans[i][2]] = at, [i] * spans[i][2]
     return starts
+
+
+def _window(owner: list[int], width: int, widths: list[int]) -> int | None:
+    """First row of the first run of `width` free rows; else of the window holding only spans narrower than `width`
+    whose rows are fewest (the last such window); None if there is none."""
+    run = 0
+    for r, o in enumerate(owner):
+        run = run + 1 if o < 0 else 0
+        if run == width:
+            return r - width + 1
+    best, cost = None, None
+    for a in range(len(owner) - width + 1):
+        held = {o for o in owner[a : a + width]} - {-1}
+        if all(widths[o] < width for o in held) and (cost is None or sum(widths[o] for o in held) <= cost):
+            best, cost = a, sum(widths[o] for o in held)
+    return best

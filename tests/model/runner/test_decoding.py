@@ -163,8 +163,12 @@ def test_place_moves_as_few_rows_as_possible():
     assert place([(1, 1, 1), (3, 1, 1), (4, 1, 1), (5, 1, 1)]) == [1, 3, 0, 2]
     # a beam request keeps its four rows; one that grew from 1 to 4 rows moves to the gap left behind
     assert place([(0, 4, 4), (8, 1, 4), (9, 1, 1)]) == [0, 4, 8]
-    # no gap fits: packed in order
+    # a beam request past the end fits no gap: it takes the last rows, and the one-row request there fills the gap
+    # (packing in order moved every request after the gap: 7 rows and 3 slots, now 5 rows and 2 slots)
+    assert place([(0, 1, 1), (2, 1, 1), (3, 1, 1), (4, 1, 1), (5, 4, 4)]) == [0, 2, 3, 1, 4]
     assert place([(0, 1, 1), (2, 1, 1), (3, 4, 4)]) == [0, 1, 2]
+    # no window holds only narrower requests (a beam request of as many rows stays in the way): packed in order
+    assert place([(0, 1, 1), (2, 4, 4), (7, 4, 4)]) == [0, 1, 5]
 
 
 def test_bad_words_and_forced_tokens(model):
