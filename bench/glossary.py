@@ -187,9 +187,9 @@ def core_cost(rows, rounds: int, beam: int) -> dict:
 
 
 def cost(rows, rounds: int, beam: int) -> dict:
-    """Offline, one process, interleaved: tokens/s of a batch of the set's sentences (beam `beam`) in which every
-    fourth carries 2 terms, against the same batch without terms; and whether a request without terms in it gets its
-    output alone."""
+    """Offline, one process, interleaved: tokens/s of a batch of the set's sentences (beam `beam`, with the server's
+    defaults: no scores asked, confidence on) in which every fourth carries 2 terms, against the same batch without
+    terms; and whether a request without terms in it gets its output alone."""
     from app.glossaries.apply import GlossaryUse
     from model.loading.checkpoint import load
     from model.runner.constraints import Words
@@ -203,7 +203,7 @@ def cost(rows, rounds: int, beam: int) -> dict:
     two = [(en, terms[:2]) for en, _, terms in rows if len(terms) >= 2]
     batch = (two * 4)[:16] + [(en, []) for en, _, _ in rows][:48]
     random.Random(0).shuffle(batch)
-    plain = DecodeParams(beam_size=beam, max_new_tokens=128)
+    plain = DecodeParams(beam_size=beam, max_new_tokens=128, return_scores=False, confidence=True)
 
     tok = ck.tokenizer
     words = Words.of(tok.target_pieces(ck.config.tgt_vocab_size), ck.model.device)
