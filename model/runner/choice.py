@@ -40,8 +40,12 @@ def pick(scores: Tensor, logprobs: Tensor | None, table: RowTable, steps: Tensor
     parts = [tokens]
     if logprobs is not None:
         parts.append(logprobs.gather(1, tokens[:, None])[:, 0])
-    if table.confident:
+    if table.confident and table.one_rows is None:
         parts.extend(signals(scores, tokens))
+    elif table.confident:  # only the rows that take one token: a beam output is rated from its score
+        at = table.one_rows
+        got = signals(scores.index_select(0, at), tokens.index_select(0, at))
+        parts.extend(scores.new_zeros(scores.shape[0]).index_copy_(0, at, x) for x in got)  # (N,) each
     return Picked(tokens, parts, logprobs is not None, table.confident)
 
 

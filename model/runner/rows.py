@@ -43,7 +43,8 @@ class RowTable:
     """The constants of one layout of a batch's groups: host lists and flags for the step's decisions, device tensors
     for its work: whether a row is a beam row (N,) (None unless beam and other rows mix), the sampled rows (S,)
     with their temperature, top-k and top-p (S, 3), each row's minimum new tokens (N,) (None when no row has one),
-    the penalties, and the beam groups' constants."""
+    the penalties, the rows that take one token where beam rows mix in and they record confidence signals (O,), and
+    the beam groups' constants."""
 
     places: int  # the beam moves' places per group: the batch's widest beam state
     params: list[DecodeParams] = host_field()  # per row
@@ -61,6 +62,7 @@ class RowTable:
     seeds: Tensor | None  # (S,) long: each sampled row's folded seed, -1 without one
     min_new: Tensor | None
     penalties: Penalties | None
+    one_rows: Tensor | None
     beam: Beams | None
 
     @classmethod
@@ -79,6 +81,9 @@ class RowTable:
             parts["sampled_at"] = sampled
             parts["warp"] = [[params[r].temperature, params[r].top_k, params[r].top_p] for r in sampled]
             parts["seeds"] = [-1 if params[r].seed is None else fold(params[r].seed) for r in sampled]
+        confident = any(p.confidence and p.beam_size == 1 for p in params)
+        if confident and 0 < n_beam < len(params):
+            parts["one_rows"] = [r for r, p in enumerate(params) if p.beam_size == 1]
         if any(p.min_new_tokens for p in params):
             parts["min_new"] = [p.min_new_tokens for p in params]
         if beams:
@@ -89,11 +94,11 @@ class RowTable:
             places, params, beams, sampled,
             any(params[r].top_k > 0 or params[r].top_p < 1 for r in sampled),
             any(p.scored for p in params), any(p.scored and p.beam_size == 1 for p in params),
-            any(p.confidence and p.beam_size == 1 for p in params), n_beam,
+            confident, n_beam,
             [(r, p) for r, p in enumerate(params) if p.forced_bos_id is not None or p.forced_eos or p.prefix],
             get("is_beam", Tensor.bool), get("sampled_at", Tensor.long), get("warp", Tensor.float),
             get("seeds", Tensor.long), get("min_new", Tensor.long), Penalties.of(params, device),
-            _beams(t, groups, beams) if beams else None,
+            get("one_rows", Tensor.long), _beams(t, groups, beams) if beams else None,
         )  # fmt: skip
 
     def forced(self, steps: list[int], eos_id: int, device: torch.device) -> Tensor | None:
