@@ -11,6 +11,7 @@ WORK = Path(__file__).resolve().parent / "work"
 HANDBOOK = Path("/usr/share/doc/debian-handbook/html")
 EVERYDAY = Path(__file__).resolve().parent / "everyday.tsv"  # hand-written test phrases: never trained on
 EVERYDAY2 = Path(__file__).resolve().parent / "everyday2.tsv"  # a second, independent set: never trained on either
+FIRST = Path(__file__).resolve().parent / "first_phrases.tsv"  # what people type first, with alternatives: held out
 
 _SPLIT = re.compile(r"(?<=[.!?])[\"”’)]?\s+(?=[\"“‘(¿¡«]?[A-ZÁÉÍÓÚÑ])")
 _ABBREV = re.compile(r"\b(?:e\.g|i\.e|etc|Mr|Mrs|Ms|Dr|St|vs|cf|No|Fig|Vol|viz)\.$")
