@@ -6,7 +6,8 @@
 
 Sets, all held out of training: the fit reads the Handbook dev pairs and everyday2 (dev); the report adds the
 Handbook test pairs (a seeded sample), the everyday phrases and the phrases people type first
-(bench/data/confidence_first.tsv, with alternative references), never fitted on. Per set: Spearman between
+(bench/data/confidence_first.tsv, with alternative references; and issue 43's larger set, training/first_phrases.tsv),
+never fitted on. Per set: Spearman between
 confidence and sentence chrF, AUROC for finding the sentences below 40 chrF, expected calibration error (10 bins;
 acceptable: chrF >= the calibration's threshold, 40), beside today's `details.score` (mean log-probability).
 Needs training/work/{dev,test}.{en,es} (python -m training.handbook)."""
@@ -28,6 +29,7 @@ from model.loading.checkpoint import load
 from model.runner.generate import generate
 from model.runner.params import DecodeParams
 from model.runner.search import Request
+from training.twoway import first as first_phrases
 
 ROOT = Path(__file__).resolve().parent.parent
 BUILTIN = ROOT / "model" / "builtin" / "en-es"
@@ -51,6 +53,7 @@ def sets(test: int = 400, seed: int = 7) -> dict[str, list[tuple[str, list[str]]
         "handbook-test": tests[:test],
         "everyday": read_pairs(ROOT / "training" / "everyday.tsv"),
         "first": read_pairs(FIRST),
+        "first-244": [(en[0], es) for en, es in zip(*first_phrases(), strict=True)],
     }
 
 
