@@ -198,7 +198,7 @@ def place(spans: list[tuple[int, int, int]]) -> list[int]:
     """New first row for each (old first row, old width, new width) so that they tile rows [0, total): a span that
     keeps its width and lies inside stays; the others fill the gaps, widest first; one that fits no gap takes the
     window that moves the fewest rows of narrower spans (nearest the end), which then fill gaps in turn, so that a
-    beam request at the end does not repack every request after the first gap; when no window has only narrower
+    beam request at the end does not repack every request after the first gap; when no window holds only narrower
     spans, all are packed in order."""
     total = sum(new for _, _, new in spans)
     owner = [-1] * total  # (total,) the span on each row, -1: free
@@ -222,15 +222,18 @@ def place(spans: list[tuple[int, int, int]]) -> list[int]:
 
 def _window(owner: list[int], width: int, widths: list[int]) -> int | None:
     """First row of the first run of `width` free rows; else of the window holding only spans narrower than `width`
-    whose rows are fewest (the last such window); None if there is none."""
+    whose rows are fewest (the last such window); None if there is none. One pass each (a pool of wide spans only
+    finds none at once)."""
     run = 0
     for r, o in enumerate(owner):
         run = run + 1 if o < 0 else 0
         if run == width:
             return r - width + 1
-    best, cost = None, None
-    for a in range(len(owner) - width + 1):
-        held = {o for o in owner[a : a + width]} - {-1}
-        if all(widths[o] < width for o in held) and (cost is None or sum(widths[o] for o in held) <= cost):
-            best, cost = a, sum(widths[o] for o in held)
+    best, cost, run = None, None, 0
+    for r, o in enumerate(owner):
+        run = run + 1 if o < 0 or widths[o] < width else 0  # rows a window may take
+        if run >= width:
+            moved = sum(widths[o] for o in set(owner[r - width + 1 : r + 1]) - {-1})
+            if cost is None or moved <= cost:
+                best, cost = r - width + 1, moved
     return best

@@ -4,6 +4,8 @@ import dataclasses
 
 import pytest
 import torch
+from hypothesis import given
+from hypothesis import strategies as st
 
 from bench.harness.fixtures import tiny_config
 from model.network.transformer import Seq2SeqTransformer
@@ -169,6 +171,20 @@ def test_place_moves_as_few_rows_as_possible():
     assert place([(0, 1, 1), (2, 1, 1), (3, 4, 4)]) == [0, 1, 2]
     # no window holds only narrower requests (a beam request of as many rows stays in the way): packed in order
     assert place([(0, 1, 1), (2, 4, 4), (7, 4, 4)]) == [0, 1, 5]
+
+
+@given(st.lists(st.tuples(st.integers(1, 5), st.integers(0, 5), st.integers(0, 2)), min_size=1, max_size=24))
+def test_place_tiles_the_rows_that_stay(requests):
+    # catches: an evicted request left where the wide one now is (two requests on one row), or a row past the end
+    spans, first = [], 0
+    for width, new, gap in requests:  # (rows, rows after the step: 0 leaves, gap rows left before it)
+        first += gap
+        if new:
+            spans.append((first, width, min(new, width)))
+        first += width
+    starts = place(spans)
+    rows = sorted(r for (_, _, new), at in zip(spans, starts, strict=True) for r in range(at, at + new))
+    assert rows == list(range(sum(new for _, _, new in spans)))
 
 
 def test_bad_words_and_forced_tokens(model):
