@@ -124,8 +124,10 @@ class DecodeLoop:
         return outputs
 
     def _settle(self) -> None:
-        """Once every request has left, nothing is running and nothing in flight is read."""
+        """Once every request has left, nothing is running and nothing in flight is read; the pool goes back to the
+        runner for the next batch."""
         if self.state is not None and not self.state.seqs:
+            self.runner.release(self.state.pool)
             self.clear()
 
     def _launch(self) -> Pending:

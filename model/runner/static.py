@@ -105,6 +105,13 @@ class StaticDecoder:
         self.lent = weakref.ref(pool)
         return pool
 
+    def release(self, pool: KVPool) -> None:
+        """A finished batch's pool: the static buffers free for the next batch, or the eager one kept."""
+        if self.lent is not None and self.lent() is pool:
+            self.lent = None
+        else:
+            self.eager.release(pool)
+
     @staticmethod
     def attention() -> contextlib.AbstractContextManager:
         """Scaled-dot-product attention without the backends that plan per shape."""

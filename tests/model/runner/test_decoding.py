@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from bench.harness.fixtures import tiny_config
 from model.network.transformer import Seq2SeqTransformer
 from model.runner.choice import warp
+from model.runner.eager import Eager
 from model.runner.generate import generate
 from model.runner.loop import DecodeLoop
 from model.runner.params import DecodeParams
@@ -45,6 +46,26 @@ def test_batched_equals_alone(model):
         alone = generate(model, [req])[0]
         assert _tokens(alone) == _tokens(hyps)
         assert [h.score for h in alone] == pytest.approx([h.score for h in hyps], abs=1e-4)
+
+
+def test_a_runner_keeps_its_pool_for_the_next_batch(model):
+    # catches: every batch growing and faulting in a pool afresh (the last batch's buffers unused), or the last
+    # batch's positions or K/V read by the next (its outputs would then differ from alone)
+    runner = Eager(model)
+    first = [Request(i, _src(i), p) for i, p in enumerate(MIXED)]
+    second = [Request(i, _src(20 + i), MIXED[(i + 3) % len(MIXED)]) for i in range(4)]
+    generate(runner, first)
+    kept = runner.spare
+    assert kept is not None and kept.k.shape[1] >= 4
+    buffer, loop, got = kept.k, DecodeLoop(runner), {}
+    with torch.inference_mode():
+        loop.join(loop.prefill(second))
+        assert loop.state.pool.k is buffer  # the first batch's self-attention buffers, not grown again
+        while loop:
+            got.update((o.id, o.hypotheses) for o in loop.step() if o.finished)
+    for req in second:
+        assert _tokens(got[req.id]) == _tokens(generate(model, [req])[0])
+    assert runner.spare.k is buffer
 
 
 def test_scores_are_optional_for_greedy_and_sampling(model):
