@@ -29,7 +29,7 @@ from model.loading.checkpoint import load
 from model.runner.generate import generate
 from model.runner.params import DecodeParams
 from model.runner.search import Request
-from training.twoway import first as first_phrases
+from training.common import first_phrases
 
 ROOT = Path(__file__).resolve().parent.parent
 BUILTIN = ROOT / "model" / "builtin" / "en-es"

@@ -121,6 +121,12 @@ def read_lines(path: Path) -> list[str]:
     return path.read_text(encoding="utf-8").splitlines()
 
 
+def first_phrases() -> tuple[list[list[str]], list[list[str]]]:
+    """The phrases people type first (`FIRST`): each line's English and Spanish alternatives (" | " between them)."""
+    rows = [line.split("\t") for line in read_lines(FIRST) if line.strip() and not line.startswith("#")]
+    return tuple([[alt.strip() for alt in row[side].split(" | ")] for row in rows] for side in (0, 1))
+
+
 def read_tsv(path: Path) -> list[tuple[str, str]]:
     """Read tab-separated (English, Spanish) pairs."""
     return [tuple(line.split("\t")) for line in read_lines(path)]

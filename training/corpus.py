@@ -11,7 +11,7 @@ from pathlib import Path
 
 import sentencepiece as spm
 
-from training.common import EVERYDAY, EVERYDAY2, FIRST, WORK, n_words, read_lines, read_tsv, write_lines
+from training.common import EVERYDAY, EVERYDAY2, WORK, first_phrases, n_words, read_lines, read_tsv, write_lines
 
 SEED = 42
 VOCAB = 8000
@@ -42,8 +42,7 @@ def held_out_keys() -> set[str]:
     phrases people type first."""
     held = {key(line) for name in HELD_OUT for lang in ("en", "es") for line in read_lines(WORK / f"{name}.{lang}")}
     held |= {key(side) for path in (EVERYDAY, EVERYDAY2) for pair in read_tsv(path) for side in pair}
-    first = [line.split("\t")[:2] for line in read_lines(FIRST) if not line.startswith("#")] if FIRST.exists() else []
-    return held | {key(alt.strip()) for row in first for side in row for alt in side.split(" | ")}
+    return held | {key(alt) for side in first_phrases() for alts in side for alt in alts}
 
 
 def _strip_end(text: str) -> str:

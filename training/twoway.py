@@ -15,7 +15,7 @@ import sacrebleu
 import torch
 
 from model.loading.checkpoint import load
-from training.common import EVERYDAY, EVERYDAY2, FIRST, WORK, read_lines, read_tsv, write_lines
+from training.common import EVERYDAY, EVERYDAY2, WORK, first_phrases, read_lines, read_tsv, write_lines
 from training.evaluate import translate
 
 LOW = 40.0  # a phrase below this sentence chrF reads as wrong
@@ -26,17 +26,11 @@ Refs = list[list[str]]  # per sentence, its references (the first is the source 
 
 def sets() -> dict[str, tuple[Refs, Refs]]:
     """(English, Spanish) of each held-out set, every sentence with its references."""
-    out = {"first": first()} if FIRST.exists() else {}
+    out = {"first": first_phrases()}
     for name, path in (("everyday", EVERYDAY), ("everyday2", EVERYDAY2)):
         out[name] = tuple([[x] for x in side] for side in zip(*read_tsv(path), strict=True))
     out["handbook-dev"] = ([[x] for x in read_lines(WORK / "dev.en")], [[x] for x in read_lines(WORK / "dev.es")])
     return out
-
-
-def first() -> tuple[Refs, Refs]:
-    """The phrases people type first: English and Spanish alternatives (" | " between them) of each line."""
-    rows = [line.split("\t") for line in read_lines(FIRST) if line.strip() and not line.startswith("#")]
-    return tuple([[alt.strip() for alt in row[side].split(" | ")] for row in rows] for side in (0, 1))
 
 
 def score(hyps: list[str], refs: Refs) -> dict:

@@ -10,6 +10,7 @@ rows that stay keep their place where they can, so only rows and slots that move
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Hashable
 from dataclasses import dataclass
 
@@ -200,23 +201,23 @@ def place(spans: list[tuple[int, int, int]]) -> list[int]:
     window that moves the fewest rows of narrower spans (nearest the end), which then fill gaps in turn, so that a
     beam request at the end does not repack every request after the first gap; when no window holds only narrower
     spans, all are packed in order."""
-    total = sum(new for _, _, new in spans)
-    owner = [-1] * total  # (total,) the span on each row, -1: free
+    widths = [new for _, _, new in spans]
+    owner = [-1] * sum(widths)  # (total,) the span on each row, -1: free
     starts = [-1] * len(spans)
     for i, (start, old, new) in enumerate(spans):
-        if old == new and start + new <= total:
+        if old == new and start + new <= len(owner):
             starts[i], owner[start : start + new] = start, [i] * new
     pending = [i for i, s in enumerate(starts) if s < 0]
     while pending:
-        i = max(pending, key=lambda j: (spans[j][2], -j))  # widest first, then in order
+        i = max(pending, key=lambda j: (widths[j], -j))  # widest first, then in order
         pending.remove(i)
-        at = _window(owner, spans[i][2], [new for _, _, new in spans])
+        at = _window(owner, widths[i], widths)
         if at is None:
-            return [sum(new for _, _, new in spans[:j]) for j in range(len(spans))]
-        for j in {owner[r] for r in range(at, at + spans[i][2])} - {-1}:  # evicted: placed again later
-            owner[starts[j] : starts[j] + spans[j][2]], starts[j] = [-1] * spans[j][2], -1
+            return list(itertools.accumulate(widths[:-1], initial=0))
+        for j in {owner[r] for r in range(at, at + widths[i])} - {-1}:  # evicted: placed again later
+            owner[starts[j] : starts[j] + widths[j]], starts[j] = [-1] * widths[j], -1
             pending.append(j)
-        starts[i], owner[at : at + spans[i][2]] = at, [i] * spans[i][2]
+        starts[i], owner[at : at + widths[i]] = at, [i] * widths[i]
     return starts
 
 

@@ -1,6 +1,7 @@
 """The held-out phrase sets' scoring: every alternative a translator accepts counts."""
 
-from training.twoway import first, score
+from training.common import first_phrases
+from training.twoway import score
 
 
 def test_an_output_that_matches_any_alternative_scores_as_right():
@@ -12,6 +13,6 @@ def test_an_output_that_matches_any_alternative_scores_as_right():
 
 
 def test_the_first_phrases_have_both_sides_and_their_alternatives():
-    en, es = first()
+    en, es = first_phrases()
     assert len(en) == len(es) >= 150 and all(en) and all(es)
     assert ["Hello world"] in en and ["Hola mundo", "Hola, mundo"] == es[en.index(["Hello world"])]
