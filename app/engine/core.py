@@ -277,7 +277,7 @@ class EngineCore:
             best = [Hyp(list(h.tokens), h.score, h.finish_reason, places[i] if places else [])
                     for i, h in enumerate(hyps)]  # fmt: skip
             if hyps and req.params.confidence and self.scorer is not None:
-                rated = own_words(self.loop.runner, hyps[0], req.params, req.src) if req.params.constraints else hyps[0]
+                rated = own_words(hyps[0], req.params) if req.params.constraints else hyps[0]
                 best[0].confidence = self.scorer(rated, req.params, req.src)
             self._box(req.front).results.append(Result(req.id, best, queue_s, total_s))
 

@@ -17,6 +17,7 @@ GROW = 32  # positions added to the histories when they are full
 DEAD = -1.0e9  # candidates scored below DEAD / 2 never finish (a banned or masked token)
 WINDOW = 8  # stable tokens a group hands out per step at most: the rest follow at the next steps or with the result
 NEG_INF = float("-inf")
+ROW_FIELDS = 4  # BeamState's per-row fields come first: history, logp, cum, rank
 UNMET = 1.0e6  # a finished hypothesis ranks this much lower per constraint it left unmet (its score as reported is not)
 
 
@@ -83,18 +84,21 @@ class HostMoves:
 
 @dataclass
 class BeamState:
-    """The device state of a batch: every row's generated tokens (N, T), cumulative score (N,) and rank within its
-    group (N,); every beam group's finished hypotheses, best first: scores (G, B) float64 (-inf: none), lengths,
-    EOS flags (G, B), tokens (G, B, T); the stable tokens each group handed out (G,); and whether it is still
+    """The device state of a batch: every row's generated tokens (N, T), each one's log-probability as the beam
+    scored it (N, T) (beam rows), cumulative score (N,) and rank within its group (N,); every beam group's finished
+    hypotheses, best first: scores (G, B) float64 (-inf: none), lengths, EOS flags (G, B), tokens and their
+    log-probabilities (G, B, T), EOS's included; the stable tokens each group handed out (G,); and whether it is still
     searching (G,): a done group's buffers no longer change (the overlap scheduler runs it one step more)."""
 
     history: Tensor
+    logp: Tensor
     cum: Tensor
     rank: Tensor
     score: Tensor
     length: Tensor
     eos: Tensor
     tokens: Tensor
+    logps: Tensor
     emitted: Tensor
     alive: Tensor
 
@@ -109,8 +113,10 @@ class BeamState:
         zeros = lambda *shape, dtype=torch.long: torch.zeros(shape, dtype=dtype, device=device)  # noqa: E731
         score = torch.full((g, b), NEG_INF, dtype=torch.float64, device=device)
         history, tokens = zeros(len(cum), positions), zeros(g, b, positions)
+        logp, logps = zeros(len(cum), positions, dtype=torch.float32), zeros(g, b, positions, dtype=torch.float32)
         alive = torch.ones(g, dtype=torch.bool, device=device)
-        return cls(history, cum, rank, score, zeros(g, b), zeros(g, b, dtype=torch.bool), tokens, zeros(g), alive)
+        flags = zeros(g, b, dtype=torch.bool)
+        return cls(history, logp, cum, rank, score, zeros(g, b), flags, tokens, logps, zeros(g), alive)
 
     @property
     def positions(self) -> int:
@@ -124,8 +130,9 @@ class BeamState:
             return self
         pad = lambda x, last, value=0: F.pad(x, (0, last), value=value)  # noqa: E731
         return BeamState(
-            pad(self.history, t), self.cum, self.rank, pad(self.score, b, NEG_INF), pad(self.length, b),
-            pad(self.eos, b), F.pad(self.tokens, (0, t, 0, b)), self.emitted, self.alive,
+            pad(self.history, t), pad(self.logp, t), self.cum, self.rank, pad(self.score, b, NEG_INF),
+            pad(self.length, b), pad(self.eos, b), F.pad(self.tokens, (0, t, 0, b)), F.pad(self.logps, (0, t, 0, b)),
+            self.emitted, self.alive,
         )  # fmt: skip
 
     def concat(self, other: BeamState) -> BeamState:
@@ -136,27 +143,33 @@ class BeamState:
 
     def fields(self) -> tuple[Tensor, ...]:
         """Every tensor, in field order."""
-        rows = (self.history, self.cum, self.rank)
-        return (*rows, self.score, self.length, self.eos, self.tokens, self.emitted, self.alive)
+        rows = (self.history, self.logp, self.cum, self.rank)
+        return (*rows, self.score, self.length, self.eos, self.tokens, self.logps, self.emitted, self.alive)
 
     def select(self, rows: Tensor | None, groups: Tensor) -> BeamState:
         """Rows `rows` (all when None) and groups `groups` (old indices, in their new order)."""
         pick = lambda x, at: x if at is None else x.index_select(0, at)  # noqa: E731
-        row_part = (pick(x, rows) for x in (self.history, self.cum, self.rank))
-        group_part = (pick(x, groups) for x in self.fields()[3:])
+        row_part = (pick(x, rows) for x in self.fields()[:ROW_FIELDS])
+        group_part = (pick(x, groups) for x in self.fields()[ROW_FIELDS:])
         return BeamState(*row_part, *group_part)
 
-    def extend(self, parents: Tensor, moves: Moves | None, source: Tensor, tokens: Tensor, at: Tensor) -> BeamState:
+    def extend(
+        self, parents: Tensor, moves: Moves | None, source: Tensor, tokens: Tensor, at: Tensor,
+        forced_logp: Tensor | None = None,
+    ) -> BeamState:  # fmt: skip
         """The rows after a step: row i continues row parents[i] with token tokens[i] at position at[i]; a beam row's
-        score and rank come from `moves` at flat index source[i] (G*B; -1 for the other rows: 0)."""
-        history = self.history.index_select(0, parents)
-        history[torch.arange(len(parents), device=history.device), at] = tokens
+        score and rank come from `moves` at flat index source[i] (G*B; -1 for the other rows: 0), its token's
+        log-probability from the score's increase or, where its parent was forced the token, `forced_logp` (N,)."""
+        history, logp = self.history.index_select(0, parents), self.logp.index_select(0, parents)
+        rows = torch.arange(len(parents), device=history.device)
+        history[rows, at] = tokens
         if moves is None:
             cum, rank = self.cum.new_zeros(len(parents)), parents.new_zeros(len(parents))
         else:
             cum = F.pad(moves.cum.flatten(), (0, 1))[source]
             rank = F.pad(moves.rank.flatten(), (0, 1))[source]
-        return BeamState(history, cum, rank, *self.fields()[3:])
+            logp[rows, at] = _token_logp(cum, self.cum, parents, forced_logp)
+        return BeamState(history, logp, cum, rank, *self.fields()[ROW_FIELDS:])
 
     def hypotheses(self, groups: list[int], counts: list[int]) -> list[list[Hypothesis]]:
         """The best counts[i] finished hypotheses of each group groups[i], best first (one copy to the host)."""
@@ -164,11 +177,17 @@ class BeamState:
         host = fetch(torch.cat([self.score.index_select(0, at).flatten(), self._parts(at)]))
         n, b, t = len(groups), self.score.shape[1], self.positions
         scores, lengths, eos = host[: n * b].view(n, b), *host[n * b : 3 * n * b].long().view(2, n, b)
-        tokens = host[3 * n * b :].long().view(n, b, t)
+        tokens, logps = host[3 * n * b :].view(2, n, b, t)
+        tokens = tokens.long()
         reason = lambda i, j: "eos" if eos[i, j] else "length"  # noqa: E731
         return [
             [
-                Hypothesis(tokens[i, j, : lengths[i, j]].tolist(), _unranked(scores[i, j].item()), reason(i, j))
+                Hypothesis(
+                    tokens[i, j, : lengths[i, j]].tolist(),
+                    _unranked(scores[i, j].item()),
+                    reason(i, j),
+                    logprobs=logps[i, j, : lengths[i, j] + eos[i, j]].tolist(),
+                )
                 for j in range(count)
                 if scores[i, j] > NEG_INF
             ]
@@ -176,9 +195,20 @@ class BeamState:
         ]
 
     def _parts(self, at: Tensor) -> Tensor:
-        """Lengths, EOS flags and tokens of groups `at`, flat (float64: one copy with the scores)."""
-        parts = (self.length.index_select(0, at), self.eos.index_select(0, at).long(), self.tokens.index_select(0, at))
-        return torch.cat([p.flatten() for p in parts]).double()
+        """Lengths, EOS flags, tokens and their log-probabilities of groups `at`, flat (float64: one copy with the
+        scores)."""
+        parts = (self.length, self.eos.long(), self.tokens, self.logps)
+        return torch.cat([p.index_select(0, at).flatten().double() for p in parts])
+
+
+def _token_logp(cum: Tensor, parent_cum: Tensor, parents: Tensor, forced_logp: Tensor | None) -> Tensor:
+    """The log-probability of the tokens that took rows `parents` from `parent_cum` to `cum` (any shape): the
+    increase, or where the parent was forced its token (scored 0), the token's log-probability before (NaN: none)."""
+    rise = cum - parent_cum.index_select(0, parents.flatten()).view_as(parents)
+    if forced_logp is None:
+        return rise
+    before = forced_logp.index_select(0, parents.flatten()).view_as(parents)
+    return torch.where(before.isnan(), rise, before)
 
 
 def _unranked(score: float) -> float:
@@ -186,7 +216,9 @@ def _unranked(score: float) -> float:
     return score + UNMET * round(-score / UNMET) if score < -UNMET / 2 else score
 
 
-def step(state: BeamState, candidates: tuple[Tensor, ...], k: Knobs, eos_id: int) -> tuple[BeamState, Moves]:
+def step(
+    state: BeamState, candidates: tuple[Tensor, ...], k: Knobs, eos_id: int, forced_logp: Tensor | None = None
+) -> tuple[BeamState, Moves]:
     """One beam-search step of every group from its best candidates (cumulative score, parent row within the group,
     token, and with constraints the count each leaves unmet and the count its parent lost), each (G, M) best first, as
     transformers' beam scorer takes it: the finished buffers updated, the moves. A hypothesis that ends with constraints
@@ -212,7 +244,7 @@ def step(state: BeamState, candidates: tuple[Tensor, ...], k: Knobs, eos_id: int
     finishing = ends & valid & (m < k.beam[:, None]) & (score > DEAD / 2) & state.alive[:, None]
     scale = length.double().pow(k.penalty)  # (G,) score / length ** length_penalty
     normalised = score.double() / scale[:, None] - UNMET * unmet
-    state = _finish(state, torch.where(finishing, normalised, NEG_INF), parent, token, k, eos_id)
+    state = _finish(state, score, torch.where(finishing, normalised, NEG_INF), parent, token, k, eos_id, forced_logp)
     count = (state.score > NEG_INF).sum(1)
     worst = state.score.gather(1, (k.beam - 1)[:, None])[:, 0]
     hopeful = (torch.arange(b, device=n.device) < n[:, None]) & (lost.gather(1, pos) == 0)  # live, no term lost
@@ -225,9 +257,13 @@ def step(state: BeamState, candidates: tuple[Tensor, ...], k: Knobs, eos_id: int
     return state, Moves(done, n, parent, token, c_score.gather(1, inv), inv, stable, window, pos.gather(1, inv))
 
 
-def _finish(state: BeamState, normalised: Tensor, parent: Tensor, token: Tensor, k: Knobs, eos_id: int) -> BeamState:
-    """The finished buffers with this step's finished candidates (normalised scores (G, M), -inf where none) merged
-    in: each group keeps its best `beam`, ties in the order old ones first, then the candidates' ranks."""
+def _finish(
+    state: BeamState, cum: Tensor, normalised: Tensor, parent: Tensor, token: Tensor, k: Knobs, eos_id: int,
+    forced_logp: Tensor | None,
+) -> BeamState:  # fmt: skip
+    """The finished buffers with this step's finished candidates (cumulative and normalised scores (G, M), -inf where
+    none; their tokens' log-probabilities as `_token_logp` takes them) merged in: each group keeps its best `beam`,
+    ties in the order old ones first, then the candidates' ranks."""
     g, b = state.score.shape
     merged = torch.cat([state.score, normalised], 1)  # (G, B + M)
     order = merged.argsort(dim=1, descending=True, stable=True)[:, :b]  # (G, B)
@@ -235,15 +271,20 @@ def _finish(state: BeamState, normalised: Tensor, parent: Tensor, token: Tensor,
     old, new = order.clamp(max=b - 1), (order - b).clamp(min=0)
     from_old = order < b
     c_parent, c_token = parent.gather(1, new), token.gather(1, new)  # (G, B)
-    tokens = state.history.index_select(0, (k.first[:, None] + c_parent).flatten()).view(g, b, -1)
-    tokens.scatter_(2, k.steps[:, None, None].expand(g, b, 1), c_token[:, :, None])  # EOS too: its length drops it
+    rows = (k.first[:, None] + c_parent).flatten()
+    tokens, logps = (x.index_select(0, rows).view(g, b, -1) for x in (state.history, state.logp))
+    last = k.steps[:, None, None].expand(g, b, 1)
+    tokens.scatter_(2, last, c_token[:, :, None])  # EOS too: its length drops it
+    logp = _token_logp(cum.gather(1, new), state.cum, rows.view(g, b), forced_logp)  # (G, B)
+    logps.scatter_(2, last, logp[:, :, None])
     is_eos = c_token == eos_id
     length = torch.where(from_old, state.length.gather(1, old), k.steps[:, None] + (~is_eos).long())
     at_limit = k.forced[:, None] & (k.steps + 1 >= k.limit)[:, None]  # EOS forced by the limit: reason "length"
     eos = torch.where(from_old, state.eos.gather(1, old), is_eos & ~at_limit)
-    kept = state.tokens.gather(1, old[:, :, None].expand(-1, -1, state.positions))
-    tokens = torch.where(from_old[:, :, None], kept, tokens)
-    return BeamState(state.history, state.cum, state.rank, score, length, eos, tokens, state.emitted, state.alive)
+    olds = old[:, :, None].expand(-1, -1, state.positions)
+    tokens = torch.where(from_old[:, :, None], state.tokens.gather(1, olds), tokens)
+    logps = torch.where(from_old[:, :, None], state.logps.gather(1, olds), logps)
+    return BeamState(*state.fields()[:ROW_FIELDS], score, length, eos, tokens, logps, state.emitted, state.alive)
 
 
 def _slots(parent: Tensor, n: Tensor) -> Tensor:
@@ -284,5 +325,5 @@ def _stable(
     shared = torch.where(counts, differs.byte().argmax(2), WINDOW).amin(1)  # (G,) shared past the emitted ones
     stable = shared.clamp(max=WINDOW).masked_fill(done, 0)
     emitted, alive = state.emitted + stable, state.alive & ~done
-    state = BeamState(*state.fields()[:7], emitted, alive)
+    state = BeamState(*state.fields()[:-2], emitted, alive)
     return state, stable, live[:, 0, :WINDOW]

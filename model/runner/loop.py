@@ -218,7 +218,7 @@ def work(plan: Plan, refs: tuple[Tensor, Tensor, Tensor], args: tuple) -> tuple:
     logits, table, search, cons, forced, align, words = args
     cfg = plan.cfg
     steps = positions - 1  # (N,) steps each row had launched before this one
-    scores, logprobs = _process(logits.float(), cfg, table, steps, search.history, forced)
+    scores, logprobs, forced_logp = _process(logits.float(), cfg, table, steps, search.history, forced)
     best = None  # (N,) every row's argmax, where the constraints need it before the choice
     if cons is not None:
         if align is not None:  # placed terms: where the decoder looks, and whether it would end the sentence here
@@ -233,7 +233,7 @@ def work(plan: Plan, refs: tuple[Tensor, Tensor, Tensor], args: tuple) -> tuple:
         candidates = beam_candidates(scores, search.cum, search.rank, table.beam)
         if cons is not None:
             candidates, progress = constraints.candidates(candidates, scores, search.cum, cons, table.beam, own)
-        search, moves = beam_step(search, candidates, table.beam.knobs_at(steps), cfg.eos_id)
+        search, moves = beam_step(search, candidates, table.beam.knobs_at(steps), cfg.eos_id, forced_logp)
     parents, source, tokens = _moved(picked.tokens, moves, table, n, scores.device)
     if moves is not None:  # beam rows take their parents' self-attention K/V, by device index
         at = table.beam.rows
@@ -242,7 +242,7 @@ def work(plan: Plan, refs: tuple[Tensor, Tensor, Tensor], args: tuple) -> tuple:
             moved = (rows != from_rows).nonzero()[:, 0]
             rows, from_rows = rows.index_select(0, moved), from_rows.index_select(0, moved)
         copy_rows((k, v), rows, from_rows, plan.copied)
-    search = search.extend(parents, moves, source, tokens, steps)
+    search = search.extend(parents, moves, source, tokens, steps, forced_logp)
     if cons is not None:
         cons = cons.extend(parents, tokens, words, None if moves is None else cons.chosen(progress, moves, table.beam))
     return search, tokens, cons, picked, pack(picked.parts + (moves.packed() if moves else []))
@@ -250,10 +250,11 @@ def work(plan: Plan, refs: tuple[Tensor, Tensor, Tensor], args: tuple) -> tuple:
 
 def _process(
     logits: Tensor, cfg: ModelConfig, table: RowTable, steps: Tensor, history: Tensor, forced: Tensor | None
-) -> tuple[Tensor, Tensor | None]:
+) -> tuple[Tensor, Tensor | None, Tensor | None]:
     """Logit processing: the scores the choice ranks (log-probabilities for beam rows, logits for the others) after
-    every per-row processor (each row `steps` (N,) tokens into its output; `forced` tokens (N,), -1: none), and the
-    log-probabilities when any row keeps scores."""
+    every per-row processor (each row `steps` (N,) tokens into its output; `forced` tokens (N,), -1: none), the
+    log-probabilities when any row keeps scores, and where beam rows are forced a token, its log-probability before
+    the forcing scored it 0 (N,) (NaN: not forced), which the beam keeps beside its tokens."""
     every_beam = table.beam_rows == logits.shape[0]
     logprobs = None
     if table.beam_rows and (every_beam or not table.one_row_scored):  # only beam rows keep log-probabilities
@@ -267,8 +268,11 @@ def _process(
         scores = logits if table.beam_rows == 0 else torch.where(table.is_beam[:, None], logprobs, logits)
     else:
         scores = logits
+    forced_logp = None
+    if forced is not None and table.beam_rows:
+        forced_logp = scores.gather(1, forced.clamp(min=0)[:, None])[:, 0].masked_fill(forced < 0, float("nan"))
     process(scores, cfg, table, steps, history, forced)
-    return scores, logprobs
+    return scores, logprobs, forced_logp
 
 
 def _moved(picked: Tensor | None, moves: Moves | None, table: RowTable, n: int, device: torch.device

@@ -3,22 +3,19 @@ words, however unlikely the model finds them, so only the model's own tokens cou
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import replace
 
-from model.runner import Runner
-from model.runner.agreement import token_logprobs
 from model.runner.fallback import places
 from model.runner.params import DecodeParams
 from model.runner.search import Hypothesis
 
 
-def own_words(runner: Runner, hyp: Hypothesis, params: DecodeParams, src: Sequence[int]) -> Hypothesis:
-    """An output with glossary terms as its beam head reads it: its score the mean log-probability of the model's own
-    tokens (teacher-forced, EOS included), the terms' left out. They are the user's words, however unlikely the model
-    finds them: "La vivienda es grande." (house -> vivienda) is no worse a sentence (its beam score rated 0.0)."""
-    eos = (runner.cfg.eos_id,) if hyp.finish_reason == "eos" else ()
-    (logprobs,) = token_logprobs(runner, [(tuple(src), (*hyp.tokens, *eos))])
+def own_words(hyp: Hypothesis, params: DecodeParams) -> Hypothesis:
+    """A beam output with glossary terms as its beam head reads it: its score the mean log-probability of the model's
+    own tokens (as the beam kept them, EOS included), the terms' left out. They are the user's words, however unlikely
+    the model finds them: "La vivienda es grande." (house -> vivienda) is no worse a sentence (its beam score rated
+    0.0)."""
+    logprobs = hyp.logprobs
     covered: set[int] = set()
     for term in params.constraints:
         for i in places(hyp.tokens, term):

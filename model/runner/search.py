@@ -44,12 +44,14 @@ class Signals:
 @dataclass(frozen=True)
 class Hypothesis:
     """One finished output: generated ids (EOS excluded), its length-normalised log-probability (None when a
-    greedy or sampled request did not ask for scores) and its confidence signals (a one-row request that asked)."""
+    greedy or sampled request did not ask for scores), its confidence signals (a one-row request that asked) and each
+    token's log-probability as the beam scored it, EOS's included where it ended with one (beam outputs)."""
 
     tokens: list[int]
     score: float | None
     finish_reason: str  # "eos" | "length"
     signals: Signals | None = None
+    logprobs: list[float] | None = None
 
 
 @dataclass

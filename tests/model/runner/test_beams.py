@@ -29,6 +29,7 @@ class Reference:
 
     params: DecodeParams
     beams: list[list[int]] = field(default_factory=lambda: [[]])
+    logps: list[list[float]] = field(default_factory=lambda: [[]])  # each beam's tokens' log-probabilities
     scores: list[float] = field(default_factory=lambda: [0.0])
     finished: list[Hypothesis] = field(default_factory=list)
     steps: int = 0
@@ -43,7 +44,10 @@ class Reference:
                 if rank < p.beam_size and score > DEAD / 2:
                     reason = "eos" if token == EOS and not (p.forced_eos and length >= p.max_new_tokens) else "length"
                     tokens = self.beams[parent] + ([] if token == EOS else [token])
-                    self.finished.append(Hypothesis(tokens, score / length**p.length_penalty, reason))
+                    lp = self.logps[parent] + (
+                        [_logp(score, self.scores[parent])] if token != EOS or reason == "eos" else []
+                    )
+                    self.finished.append(Hypothesis(tokens, score / length**p.length_penalty, reason, logprobs=lp))
             elif len(chosen) < p.beam_size:
                 chosen.append((score, parent, token))
         self.finished = sorted(self.finished, key=lambda h: -h.score)[: p.beam_size]
@@ -51,13 +55,14 @@ class Reference:
         order = sorted(range(len(chosen)), key=slots.__getitem__)
         self.steps = length
         self.beams = [self.beams[chosen[i][1]] + [chosen[i][2]] for i in order]
+        self.logps = [self.logps[chosen[i][1]] + [_logp(chosen[i][0], self.scores[chosen[i][1]])] for i in order]
         self.scores = [chosen[i][0] for i in order]
         if len(self.finished) == p.beam_size and chosen:
             best = chosen[0][0] / self.steps**p.length_penalty
             if p.early_stopping or not best > self.finished[-1].score:
                 chosen = []
         if not chosen:
-            self.beams, self.scores = [], []
+            self.beams, self.scores, self.logps = [], [], []
 
     def stable(self) -> list[int]:
         """The stable tokens new since the last call."""
@@ -70,6 +75,11 @@ class Reference:
             n += 1
         new, self.emitted = self.beams[0][self.emitted : n], max(n, self.emitted)
         return new
+
+
+def _logp(score: float, parent: float) -> float:
+    """A token's log-probability as the device keeps it: its candidate's cumulative score less its parent's."""
+    return (torch.tensor(score, dtype=torch.float32) - torch.tensor(parent, dtype=torch.float32)).item()
 
 
 def _slots(parents: list[int]) -> list[int]:

@@ -134,7 +134,7 @@ def test_log_probabilities_written_over_the_logits_only_when_every_row_is_a_beam
         logits = torch.randn(n, 300, generator=g) * 4
         history, steps = torch.randint(4, 300, (n, 6), generator=g), torch.full((n,), 3)
         want = logits.log_softmax(-1)
-        scores, logprobs = loop_module._process(logits.clone(), cfg, table, steps, history, None)
+        scores, logprobs, _ = loop_module._process(logits.clone(), cfg, table, steps, history, None)
         beam = torch.tensor([p.beam_size > 1 for p in table.params])
         assert logprobs[~beam].equal(want[~beam])  # what a scored greedy row books
         expected = torch.where(beam[:, None], want, logits)
