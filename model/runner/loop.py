@@ -254,7 +254,8 @@ def _process(
     """Logit processing: the scores the choice ranks (log-probabilities for beam rows, logits for the others) after
     every per-row processor (each row `steps` (N,) tokens into its output; `forced` tokens (N,), -1: none), the
     log-probabilities when any row keeps scores, and where beam rows are forced a token, its log-probability before
-    the forcing scored it 0 (N,) (NaN: not forced), which the beam keeps beside its tokens."""
+    the forcing scored it 0 (N,) (NaN: not forced; the other rows' values are logits, never read), which the beam
+    keeps beside its tokens."""
     every_beam = table.beam_rows == logits.shape[0]
     logprobs = None
     if table.beam_rows and (every_beam or not table.one_row_scored):  # only beam rows keep log-probabilities
