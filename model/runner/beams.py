@@ -223,7 +223,8 @@ def step(
     token, and with constraints the count each leaves unmet and the count its parent lost), each (G, M) best first, as
     transformers' beam scorer takes it: the finished buffers updated, the moves. A hypothesis that ends with constraints
     unmet (lost, or at the length limit) ranks below every one that met them all (UNMET per constraint), and a live
-    one that lost a constraint cannot keep its group searching."""
+    one that lost a constraint cannot keep its group searching. `forced_logp` (N,): where a row was forced its token,
+    that token's log-probability before the forcing (NaN: not forced), kept with a finishing hypothesis's tokens."""
     score, parent, token, *rest = candidates
     unmet = rest[0] if rest else torch.zeros_like(token)
     lost = rest[1] if len(rest) > 1 else torch.zeros_like(token)
