@@ -34,6 +34,8 @@ from model.runner.transfer import upload
 
 NEG_INF = float("-inf")
 WINDOW_WORDS = 2  # words, from the one the alignment reaches a term's source at, in which the term may start
+AGAIN_MASS = 0.5  # the alignment's mass on a met term's own source words that reads as translating them again
+AFTER_WORDS = 2  # words right after a term in which the decoder may still look at its source (it moves on)
 ALIGN_MASS = 0.3  # the alignment's mass on a term's source span that opens its window (or its argmax inside it)
 
 
@@ -62,7 +64,7 @@ class Constraints:
     matched: Tensor  # (N, J) long
     met: Tensor  # (N, J) bool
     span: Tensor  # (N, J, 3) long: its window's source start, its term's start and end; -1: placed anywhere
-    budget: Tensor  # (N, J) long: words its window has left (-1: not open yet; 0: passed)
+    budget: Tensor  # (N, J) long: words its window has left (-1: not open yet; 0: passed); once met, AFTER_WORDS left
     fresh: Tensor  # (N,) bool: the row's latest token ended a constraint (the next one may not continue its word)
     looking: Tensor  # (N, J) bool: the decoder looks at the term's own source words at this step
     twins: Tensor  # (N, J, J) bool: constraint k < j has the tokens of j (they are met one at a time)
@@ -123,15 +125,17 @@ class Constraints:
         j, s = self.span.shape[1], align.shape[1]
         start, own, end = self.span.clamp(min=0).unbind(-1)  # (N, J) each
         mass = F.pad(align.float().cumsum(1), (1, 0))  # (N, S + 1)
-        edges = mass.gather(1, torch.cat([start, end], 1).clamp_(max=s))  # (N, 2J)
+        edges = mass.gather(1, torch.cat([start, end, own], 1).clamp_(max=s))  # (N, 3J)
         peak = align.argmax(1, keepdim=True)  # (N, 1)
-        reached = (edges[:, j:] - edges[:, :j] >= ALIGN_MASS) | ((start <= peak) & (peak < end))
+        reached = (edges[:, j : 2 * j] - edges[:, :j] >= ALIGN_MASS) | ((start <= peak) & (peak < end))
         last = (align > 0).long().cumsum(1).argmax(1, keepdim=True)  # (N, 1) the last source token (padding weighs 0)
         opening = self.placed & (self.budget < 0) & reached
         at_end = peak == last if mid_word is None else (peak == last) & ~mid_word[:, None]  # (N, 1)
-        passed = self.placed & at_end & (self.matched == 0) & ~opening  # the end: passed
+        passed = self.placed & at_end & (self.matched == 0) & ~self.met & ~opening  # the end: passed
         budget = torch.where(opening, WINDOW_WORDS, self.budget).masked_fill_(passed, 0)
-        return dataclasses.replace(self, budget=budget, looking=self.placed & (own <= peak) & (peak < end))
+        looking = self.placed & (own <= peak) & (peak < end)
+        looking &= ~self.met | (edges[:, j : 2 * j] - edges[:, 2 * j :] >= AGAIN_MASS)  # a term met: looked at hard
+        return dataclasses.replace(self, budget=budget, looking=looking)
 
     def ended(self, ends: Tensor) -> Constraints:
         """These rows where the model's own next token `ends` (N,) bool is EOS: every placed term not under way has
@@ -143,11 +147,13 @@ class Constraints:
         """Rows `rows` (old indices, in their new order)."""
         return Constraints(*(x.index_select(0, rows) for x in self.fields()))
 
-    def after(self, rows: Tensor, tokens: Tensor) -> tuple[Tensor, Tensor]:
+    def after(self, rows: Tensor, tokens: Tensor, words: Words | None = None) -> tuple[Tensor, Tensor]:
         """The progress of rows `rows` (any shape S) after taking `tokens` (S): matched and met, each (*S, J). A token
         goes on with the constraints under way whose next token it is, else starts the first one it starts whose
         window is open (an unplaced one: any time; of two constraints of the same tokens, the first one: they are met
-        one at a time). Before its window a placed term's first token is the model's own word ("Exportar")."""
+        one at a time). Before its window a placed term's first token is the model's own word ("Exportar"); after a
+        placed term and the AFTER_WORDS words that follow it, a word (`words` given) chosen while the decoder looks at
+        its source again translates it twice ("El fichero no se pudo guardar el archivo"): the term is lost."""
         cons, length = self.tokens[rows], self.length[rows]  # (*S, J, L), (*S, J)
         matched, met = self.matched[rows], self.met[rows]
         t = tokens[..., None]
@@ -158,6 +164,9 @@ class Constraints:
         starts = (t == cons[..., 0]) & ~met & open_now & ~goes_on.any(-1, keepdim=True)
         starts &= ~(self.twins[rows] & starts[..., None, :]).any(-1)  # an earlier twin starts first
         matched = torch.where(goes_on, matched + 1, starts.long())
+        if words is not None:  # a word of its own for a term met (already), where the decoder looks at its source
+            free = words.starts[tokens][..., None] & ~(goes_on | starts).any(-1, keepdim=True)  # (*S, 1)
+            met = met & ~(free & self.placed[rows] & self.looking[rows] & (budget == 0))
         met = met | (matched >= length)
         return matched.masked_fill(met, 0), met
 
@@ -167,14 +176,17 @@ class Constraints:
         """The rows after a step: row i continues row parents[i] with token tokens[i] (`progress`: its matched and
         met (N, J) where the beam step has them already, `chosen`). A word start or punctuation outside a term spends
         a word of every open window, and all of it when the decoder chose it looking at the term's own source words
-        (the model's own word for the term)."""
-        matched, met = self.after(parents, tokens) if progress is None else progress
-        budget = self.budget.index_select(0, parents)
-        fresh = (met & ~self.met.index_select(0, parents)).any(1)
+        (the model's own word for the term); a term just met has AFTER_WORDS words, and one translated twice has
+        lost its term (`after`)."""
+        matched, met = self.after(parents, tokens, words) if progress is None else progress
+        budget, was_met = self.budget.index_select(0, parents), self.met.index_select(0, parents)
+        fresh = (met & ~was_met).any(1)
         if words is not None:
             spent = ~words.joins[tokens][:, None] & (matched == 0) & ~met & (budget > 0)
             own = spent & self.looking.index_select(0, parents)  # a word chosen while looking at the term's source
             budget = torch.where(own, 0, budget - spent.long())  # its own word for the term: the window passed
+            onward = words.starts[tokens][:, None] & was_met & met & (budget > 0)  # a word after a term met
+            budget = torch.where(met & ~was_met, AFTER_WORDS, budget - onward.long()).masked_fill_(was_met & ~met, 0)
         pick = lambda x: x.index_select(0, parents)  # noqa: E731
         looking = torch.zeros_like(met)
         return Constraints(pick(self.tokens), pick(self.length), matched, met, pick(self.span), budget, fresh, looking,
@@ -264,7 +276,7 @@ def allocate(score: Tensor, bank: Tensor) -> Tensor:
 
 def candidates(
     top: tuple[Tensor, Tensor, Tensor], scores: Tensor, cum: Tensor, cons: Constraints, beams: Beams,
-    best: Tensor | None = None,
+    best: Tensor | None = None, words: Words | None = None,
 ) -> tuple[tuple[Tensor, ...], tuple[Tensor, Tensor]]:  # fmt: skip
     """Each beam group's candidates in the order they take its places: its best ones `top` (cumulative score, parent
     place, token, each (G, M)) and every row's constraint tokens and own best token (duplicates dropped), allocated
@@ -287,7 +299,7 @@ def candidates(
     dup[:, 1:] = sorted_key[:, 1:] == sorted_key[:, :-1]
     score = score.scatter(1, order, score.gather(1, order).masked_fill(dup, NEG_INF))
     at = (beams.knobs.first[:, None] + parent).clamp(max=scores.shape[0] - 1)  # (G, K) rows (padding: any, -inf)
-    matched, met = cons.after(at, token)
+    matched, met = cons.after(at, token, words)
     pick = allocate(score, cons.bank(matched, met, at))
     unmet = (~met).sum(-1)  # (G, K) constraints a candidate leaves unmet
     lost = cons.lost[at].sum(-1)  # (G, K) constraints its parent can no longer meet

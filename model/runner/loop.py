@@ -232,7 +232,7 @@ def work(plan: Plan, refs: tuple[Tensor, Tensor, Tensor], args: tuple) -> tuple:
     if table.beam:
         candidates = beam_candidates(scores, search.cum, search.rank, table.beam)
         if cons is not None:
-            candidates, progress = constraints.candidates(candidates, scores, search.cum, cons, table.beam, own)
+            candidates, progress = constraints.candidates(candidates, scores, search.cum, cons, table.beam, own, words)
         search, moves = beam_step(search, candidates, table.beam.knobs_at(steps), cfg.eos_id, forced_logp)
     parents, source, tokens = _moved(picked.tokens, moves, table, n, scores.device)
     if moves is not None:  # beam rows take their parents' self-attention K/V, by device index

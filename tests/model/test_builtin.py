@@ -91,6 +91,7 @@ GLOSSARY_CASES = [  # (English, term, target): failures of the unplaced constrai
     ("Put the keys on the shelf.", "shelf", "repisa"),  # was "Pone repisa las teclas en la balda."
     ("The picture is on the wall.", "picture", "foto"),  # was "El foto ..."
     ("Save the file and close the file.", "file", "fichero"),  # wanted twice
+    ("The file could not be saved.", "file", "fichero"),  # was "El fichero no se pudo guardar el archivo."
 ]
 
 
@@ -116,6 +117,7 @@ def test_glossary_terms_stand_where_their_source_is_translated(checkpoint):
         assert len(re.findall(rf"(?<!\w){target}(?!\w)", out)) == en.count(term), out
         assert out.endswith(".") and out.count(".") == 1, out  # nothing after the sentence's end
     assert "cartera" not in outs[1] and "balda" not in outs[2] and "La foto" in outs[3], outs
+    assert "archivo" not in outs[5], outs  # the term's source not translated again after the term
 
 
 def test_a_term_whose_window_passed_is_forced_where_its_source_aligns(checkpoint):

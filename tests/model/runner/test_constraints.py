@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from model.runner import constraints
-from model.runner.constraints import WINDOW_WORDS, Constraints, Words, allocate, extra_candidates
+from model.runner.constraints import AFTER_WORDS, WINDOW_WORDS, Constraints, Words, allocate, extra_candidates
 from model.runner.generate import generate
 from model.runner.params import DecodeParams, constrained_beam
 from model.runner.search import Request
@@ -148,6 +148,27 @@ def test_a_window_passes_after_its_words_and_then_the_row_may_end():
     assert inside.met.tolist() == [[True]] and inside.fresh.tolist() == [True]  # the next token starts a new word
     own = led.opened(torch.tensor([[0.0, 1.0, 0.0]])).extend(rows, torch.tensor([10]), words)  # "cuadro", at "picture"
     assert own.lost.tolist() == [[True]]  # its own word for the term: the window passed at once
+
+
+def test_a_term_translated_again_after_it_is_met_is_lost():
+    # catches: the model's own word for a term's source written after the term ("El fichero no se pudo guardar el
+    # archivo."), or the words right after a term (the decoder still looking at its source) taken for it
+    starts = torch.zeros(20, dtype=torch.bool)
+    starts[[5, 10, 11]] = True  # 5: the term's first token; 10 and 11 start other words; 12 continues a word
+    words, rows = Words(starts, ~starts), torch.tensor([0])
+    cons = Constraints.start([((5, 6),)], torch.device("cpu"), [((0, 0, 1),)])
+    at_term, elsewhere = torch.tensor([[0.8, 0.1, 0.1]]), torch.tensor([[0.1, 0.8, 0.1]])
+    cons = cons.opened(at_term).extend(rows, torch.tensor([5]), words).extend(rows, torch.tensor([6]), words)
+    assert cons.met.tolist() == [[True]]
+    for _ in range(AFTER_WORDS):  # the words right after the term may still look at its source
+        cons = cons.opened(at_term).extend(rows, torch.tensor([10]), words)
+        assert cons.met.tolist() == [[True]]
+    assert cons.opened(at_term).extend(rows, torch.tensor([12]), words).met.tolist() == [[True]]  # a word goes on
+    assert cons.opened(elsewhere).extend(rows, torch.tensor([11]), words).met.tolist() == [[True]]  # another source
+    glance = torch.tensor([[0.4, 0.3, 0.3]])  # its argmax on the term's source, its mass there below AGAIN_MASS
+    assert cons.opened(glance).extend(rows, torch.tensor([11]), words).met.tolist() == [[True]]
+    twice = cons.opened(at_term).extend(rows, torch.tensor([11]), words)  # a new word for the term's source
+    assert twice.met.tolist() == [[False]] and twice.lost.tolist() == [[True]] and twice.unmet().tolist() == [False]
 
 
 def test_a_term_wanted_twice_is_met_once_per_occurrence():
