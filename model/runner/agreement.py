@@ -79,13 +79,19 @@ def redo(
                 ours, article = likely([p.upper or term, opened])
                 if article - ours >= MARGIN and len(opened) < params.max_new_tokens:
                     lowered = tuple(p.lower if c == term else c for c in cons) if p.lower else cons
-                    return placed(dataclasses.replace(params, constraints=lowered), opened, k)
+                    article_at = (0, len(agreement.openers[best]))
+                    mended = dataclasses.replace(params, constraints=lowered, mended=(*params.mended, article_at))
+                    return placed(mended, opened, k)
                 if p.lower:
                     continue  # capitalised already
                 raised = tuple(p.upper if c == term else c for c in cons)
                 return placed(dataclasses.replace(params, constraints=raised), p.upper, k)
             if best in word.fits or not word.variants[best] or score[best] - max(score[f] for f in word.fits) < MARGIN:
                 continue
-            prefix = (*tokens[: at - len(word.ids)], *word.variants[best], *term)
-            return placed(params, prefix, k) if len(prefix) < params.max_new_tokens else None
+            start = at - len(word.ids)
+            prefix = (*tokens[:start], *word.variants[best], *term)
+            if len(prefix) >= params.max_new_tokens:
+                return None
+            swapped = (start, start + len(word.variants[best]))
+            return placed(dataclasses.replace(params, mended=(*params.mended, swapped)), prefix, k)
     return None

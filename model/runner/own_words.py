@@ -14,9 +14,10 @@ def own_words(hyp: Hypothesis, params: DecodeParams) -> Hypothesis:
     """A beam output with glossary terms as its beam head reads it: its score the mean log-probability of the model's
     own tokens (as the beam kept them, EOS included), the terms' left out. They are the user's words, however unlikely
     the model finds them: "La vivienda es grande." (house -> vivienda) is no worse a sentence (its beam score rated
-    0.0)."""
+    0.0). So are the words the agreement mended before a term (`params.mended`: "un ventanal", where the model wrote
+    "la ventana")."""
     logprobs = hyp.logprobs
-    covered: set[int] = set()
+    covered = {i for a, b in params.mended for i in range(a, b)}
     for term in params.constraints:
         for i in places(hyp.tokens, term):
             covered.update(range(i, i + len(term)))

@@ -77,6 +77,7 @@ class DecodeParams:
     align: bool = False  # return each output token's source position with the result (markup put back by it)
     prefix: tuple[int, ...] = ()  # the output's first tokens, forced (a glossary term's fallback: the output up to it)
     agreement: Agreement | None = None  # how the word before each constraint is made to agree with it
+    mended: tuple[tuple[int, int], ...] = ()  # the prefix's spans mended to agree with a term (not the model's words)
 
     def __post_init__(self) -> None:
         checks = [

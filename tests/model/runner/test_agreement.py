@@ -40,6 +40,7 @@ def test_a_disagreeing_word_is_swapped_and_the_output_forced_up_to_the_term():
     out = [5, LA, *TERM, 7, 8]
     again = redo(params(TERM), out, scores(3.0), NONE)
     assert again.prefix == (5, EL, *TERM) and again.constraint_spans == (ANYWHERE,)
+    assert again.mended == ((1, 2),)  # the swapped word: not the model's (its confidence leaves it out)
     assert redo(params(TERM), [5, EL, *TERM, 7], scores(3.0), NONE) is None  # it agrees
     assert redo(params(TERM), out, scores(MARGIN / 2), NONE) is None  # the model is not sure enough
     assert redo(params(TERM), [5, 30, *TERM], scores(3.0), NONE) is None  # "su" fits both forms
@@ -47,7 +48,8 @@ def test_a_disagreeing_word_is_swapped_and_the_output_forced_up_to_the_term():
 
 def test_the_longest_word_before_the_term_is_the_one_swapped():
     # catches: "de la" read as "la" ("de el" for "del")
-    assert redo(params(TERM), [5, DE, LA, *TERM], scores(3.0), NONE).prefix == (5, DEL, *TERM)
+    shorter = redo(params(TERM), [5, DE, LA, *TERM], scores(3.0), NONE)
+    assert shorter.prefix == (5, DEL, *TERM) and shorter.mended == ((1, 2),)
     assert redo(params(TERM), [5, DEL, *TERM], scores(-3.0), NONE).prefix == (5, DE, LA, *TERM)
 
 
@@ -57,6 +59,7 @@ def test_twins_are_mended_one_occurrence_at_a_time_and_unprobed_terms_never():
     out = [EL, *TERM, 6, LA, *TERM]
     again = redo(params(TERM, TERM), out, scores(3.0), NONE)
     assert again.prefix == (EL, *TERM, 6, EL, *TERM) and again.constraint_spans == ((0, 1, 2), ANYWHERE)
+    assert again.mended == ((4, 5),)
     assert redo(params(TERM, probes=(None,)), [5, LA, *TERM], scores(3.0), NONE) is None
     assert redo(DecodeParams(), [5, LA, *TERM], scores(3.0), NONE) is None
 
@@ -71,7 +74,7 @@ def test_a_term_opening_the_output_gets_its_article_where_the_model_likes_it_bet
     base = dataclasses.replace(base, agreement=agreement)
     likes_article = lambda outs: [-5.0 if out == upper else -1.0 for out in outs]  # noqa: E731
     again = redo(base, [*upper, 7, 8], scores(-3.0), likes_article)
-    assert again.prefix == (*cap_la, *lower) and again.constraints == (lower,)
+    assert again.prefix == (*cap_la, *lower) and again.constraints == (lower,) and again.mended == ((0, 1),)
     assert again.constraint_spans == (ANYWHERE,)
     assert redo(base, [*upper, 7, 8], scores(-3.0), NONE) is None  # the model writes it without
     assert (
