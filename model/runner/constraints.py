@@ -14,9 +14,10 @@ glossary term it translates, and of the word before it) opens its window when th
 cross-attention while it predicts the next token, `ModelConfig.alignment`) reaches that span; the term may start only
 within the WINDOW_WORDS words from there, and a hypothesis that lets them pass without it, or writes another word
 while it looks at the term's own source words (its own word for the term), has lost it (it may end, ranked below
-every hypothesis that met all); so has one that would end the sentence first. Whole words: a term starts where a
-word starts (its first token is a word-initial piece) and the token after its last one does not continue that
-word."""
+every hypothesis that met all); so has one that would end the sentence first, and one that translates a met term's
+source again (a word of its own while it looks hard at those words, past the words right after the term). Whole
+words: a term starts where a word starts (its first token is a word-initial piece) and the token after its last one
+does not continue that word."""
 
 from __future__ import annotations
 
@@ -66,7 +67,7 @@ class Constraints:
     span: Tensor  # (N, J, 3) long: its window's source start, its term's start and end; -1: placed anywhere
     budget: Tensor  # (N, J) long: words its window has left (-1: not open yet; 0: passed); once met, AFTER_WORDS left
     fresh: Tensor  # (N,) bool: the row's latest token ended a constraint (the next one may not continue its word)
-    looking: Tensor  # (N, J) bool: the decoder looks at the term's own source words at this step
+    looking: Tensor  # (N, J) bool: the decoder looks at the term's own source words at this step (hard, once met)
     twins: Tensor  # (N, J, J) bool: constraint k < j has the tokens of j (they are met one at a time)
 
     @classmethod
@@ -282,7 +283,8 @@ def candidates(
     place, token, each (G, M)) and every row's constraint tokens and own best token (duplicates dropped), allocated
     over banks, with the count of constraints each leaves unmet and the count its parent has lost; and each one's
     progress, matched and met (G, K, J) (`Constraints.chosen`). Scores (N, V), cumulative scores (N,) and, where the
-    step has them, argmaxes (N,) of every row."""
+    step has them, argmaxes (N,) of every row; `words`: the vocabulary's word starts (a term translated twice is
+    lost, `Constraints.after`)."""
     rows = beams.rows if beams.rows is not None else torch.arange(scores.shape[0], device=scores.device)
     tokens, got = extra_candidates(scores, rows, cons, best)  # (Nb, J + 1)
     g, w, e = beams.groups, beams.width, tokens.shape[1]
