@@ -13,6 +13,7 @@ from app.glossaries.agreement import NEUTRAL, SOURCES, TABLES, Agreeing
 from app.glossaries.apply import GlossaryUse, union
 from app.glossaries.entries import Entry
 from app.glossaries.lexicon import lexicon
+from app.glossaries.plurals import Plurals
 from app.glossaries.records import Terms
 from app.job import Job
 from app.layout import Layout
@@ -149,11 +150,11 @@ def glossary_use(
     lead = () if params.forced_bos_id is None else (params.forced_bos_id,)
     encode = lambda text: [*prefix, *tok.encode(text)]  # noqa: E731
     sources = SOURCES.get(source, NEUTRAL)
-    agreeing = None
+    agreeing, words = None, lexicon(ask.target)
     if ask.target in TABLES:
-        agreeing = Agreeing(ask.target, sources, encode, tok.encode_target, lead, lexicon(ask.target))
+        agreeing = Agreeing(ask.target, sources, encode, tok.encode_target, lead, words)
     return GlossaryUse(terms.entries, tok.encode_target, settings.max_beam_size - 1, tok.spells, params.max_new_tokens,
-                       agreeing)  # fmt: skip
+                       agreeing, Plurals.of(source, ask.target, words))  # fmt: skip
 
 
 def _given(value, default):

@@ -7,7 +7,8 @@ in the longest row ending before the term ("de la" -> "del", "todo el" -> "toda 
 for the gender of the term's first word: where the machine has a morphological analyser for the language
 (`lexicon`), the gender it gives decides, and for a word it does not know (a rare one, which the model knows even less)
 the word's ending decides (Spanish: -a feminine, -o masculine, with the known exceptions); without an analyser the
-ending weighs 2 nats. Languages without a table get no agreement."""
+ending weighs 2 nats. The analyser's number, where it knows one, decides too ("las imágenes", a plural entry's
+target: `plurals`). Languages without a table get no agreement."""
 
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ TABLES: dict[str, tuple[tuple[str, ...], ...]] = {
     ),
 }  # fmt: skip
 GENDERS = {"es": ("m", "f", "m", "f")}  # each column's gender
+NUMBERS = {"es": ("sg", "sg", "pl", "pl")}  # and number
 ENDINGS: dict[str, tuple[tuple[str, str], ...]] = {  # (ending, gender), the first that ends the word
     "es": (("ma", ""), ("ión", "f"), ("dad", "f"), ("tad", "f"), ("tud", "f"), ("umbre", "f"), ("a", "f"), ("o", "m"),
            ("or", "m"), ("aje", "m"), ("ón", "m"), ("l", "m"), ("d", "f")),
@@ -68,20 +70,24 @@ class Agreeing:
         return [Word(variants[i], tuple(k for k, v in enumerate(row) if v == w), variants)
                 for i, w in enumerate(row) if w and row.index(w) == i]  # fmt: skip
 
-    def __call__(self, terms: list[tuple[str, str, bool] | None], capitalised: bool = False) -> Agreement | None:
-        """The agreement of a unit's constraints, each (source, target, whether it opens the unit capitalised) or None
-        for one kept as written; `capitalised`: the unit starts with a capital."""
+    def __call__(self, terms: list[tuple | None], capitalised: bool = False) -> Agreement | None:
+        """The agreement of a unit's constraints, each (source, target, whether it opens the unit capitalised[, whether
+        the target is an entry's plural]) or None for one kept as written; `capitalised`: the unit starts with a
+        capital."""
         if not any(terms):
             return None
-        probes = tuple(self._probe(*t, capitalised) if t else None for t in terms)
+        probes = tuple(self._probe(*t, capitalised=capitalised) if t else None for t in terms)
         return Agreement(probes, self.words, self.openers)
 
-    def _probe(self, source: str, target: str, opens: bool, capitalised: bool = False) -> Probe:
-        """The model's question for one term: the term after each article, after each source text."""
+    def _probe(self, source: str, target: str, opens: bool, plural: bool = False, capitalised: bool = False) -> Probe:
+        """The model's question for one term: the term after each article, after each source text (`plural`: the
+        target is an entry's plural, whatever the analyser knows of it)."""
         sources = tuple(tuple(self.encode(s.format(source))) for s in self.sources)
         forms = tuple((*self.lead, *self.encode_target(f"{a} {target}")) for a in self.articles)
         gender, nats = self._gender(target)
-        prior = tuple(nats * (g == gender) for g in GENDERS[self.language])
+        number = "pl" if plural else self.lexicon.number(target.split()[0]) if self.lexicon and target.split() else ""
+        prior = tuple(nats * (g == gender) + DECISIVE * (n == number)
+                      for g, n in zip(GENDERS[self.language], NUMBERS[self.language], strict=True))  # fmt: skip
         lower = tuple(self.encode_target(target)) if opens and capital(target) != target else ()
         raise_it = capitalised and not opens and capital(target) != target
         upper = tuple(self.encode_target(capital(target))) if raise_it else ()

@@ -11,6 +11,7 @@ from app.errors import ApiError
 from app.glossaries.agreement import Agreeing, capital
 from app.glossaries.entries import Entry
 from app.glossaries.matching import Match, Matcher
+from app.glossaries.plurals import Plurals
 from model.runner.params import Agreement
 
 Constraints = tuple[tuple[int, ...], ...]
@@ -20,13 +21,16 @@ class GlossaryUse:
     """A glossary compiled for one route: `encode` gives a target term's token ids (no EOS), `spells` whether the
     model's vocabulary writes a character; a unit carries at most `max_constraints` constraints (the beam they need is
     bounded by the server's max_beam_size), each of at most `max_tokens` tokens (the output limit); `agreeing`, where
-    the target language has a table, makes the word before each term agree with it."""
+    the target language has a table, makes the word before each term agree with it; `plurals`, where both languages
+    have rules, matches an entry's plural with its target's ("Passwords" -> "contraseñas")."""
 
     def __init__(
         self, entries: tuple[Entry, ...], encode: Callable[[str], list[int]], max_constraints: int,
         spells: Callable[[str], bool] = lambda _: True, max_tokens: int = 1 << 30, agreeing: Agreeing | None = None,
+        plurals: Plurals | None = None,
     ):  # fmt: skip
-        self.matcher, self.encode, self.max_constraints = Matcher(entries), encode, max_constraints
+        derived = tuple((p[0], s, p[1]) for s, t in entries if plurals and (p := plurals.entry((s, t))))
+        self.matcher, self.encode, self.max_constraints = Matcher(entries, derived), encode, max_constraints
         self.spells, self.max_tokens, self.agreeing = spells, max_tokens, agreeing
         self._ids: dict[str, tuple[int, ...]] = {}
 
@@ -58,7 +62,7 @@ class GlossaryUse:
         if self.agreeing is None:
             return None
         found, text = self._found(unit), unit.lstrip()
-        terms = [None if m.verbatim else (m.source, m.target, opens) for _, _, m, opens in found]
+        terms = [None if m.verbatim else (m.source, m.target, opens, m.plural) for _, _, m, opens in found]
         return self.agreeing(terms, capitalised=text[:1].isupper())
 
     def _found(self, unit: str) -> list[tuple[tuple[int, ...], tuple[int, int], Match, bool]]:

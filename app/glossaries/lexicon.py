@@ -42,6 +42,23 @@ class Lexicon:
         genders = set(NOUN.findall(self._analyse(word.lower())))
         return genders.pop() if len(genders) == 1 and genders != {"mf"} else ""
 
+    @functools.lru_cache(maxsize=65536)  # noqa: B019
+    def number(self, word: str) -> str:
+        """The word's number as the analyser knows it: "pl" ("imágenes"), "sg", "sp" (both: "lunes"), or "" where it
+        does not know the word ("imagenes", a plural made by rule that is none) or knows it as both singular and
+        plural."""
+        if not WORD.fullmatch(word):
+            return ""
+        numbers = set(re.findall(r"<(sg|pl|sp)>", self._analyse(word.lower())))
+        return numbers.pop() if len(numbers) == 1 else ""
+
+    @functools.lru_cache(maxsize=65536)  # noqa: B019
+    def agrees(self, word: str) -> bool:
+        """Whether the analyser knows the word as an adjective or a participle (it agrees with the noun before it:
+        "disco duro", "correo no deseado"; not "sitio web")."""
+        analyses = self._analyse(word.lower()) if WORD.fullmatch(word) else ""
+        return "<adj>" in analyses or "<pp>" in analyses
+
     def _analyse(self, word: str) -> str:
         """The analyser's answer for one word ("^sartén/sartén<n><f><sg>$"), or "" once it failed."""
         with self.lock:

@@ -47,6 +47,7 @@ class Match:
     end: int
     source: str
     target: str
+    plural: bool = False  # the text holds the entry's source in the plural; `target` is the target's plural
 
     @property
     def verbatim(self) -> bool:
@@ -55,10 +56,13 @@ class Match:
 
 
 class Matcher:
-    """A glossary's terms compiled once; `find` gives the non-overlapping matches in a text, in order."""
+    """A glossary's terms compiled once; `find` gives the non-overlapping matches in a text, in order. `derived`:
+    (term, entry's source, target) matched as the entry with that target (its plural: `plurals`), where no entry
+    has that term."""
 
-    def __init__(self, entries: tuple[tuple[str, str], ...]):
-        self.entries = {term_key(s): (s, t) for s, t in entries}
+    def __init__(self, entries: tuple[tuple[str, str], ...], derived: tuple[tuple[str, str, str], ...] = ()):
+        self.entries = {term_key(term): (s, t, True) for term, s, t in derived}
+        self.entries.update({term_key(s): (s, t, False) for s, t in entries})
         keys = sorted(self.entries, key=len, reverse=True)
         alternatives = [r"\s+".join(map(re.escape, k.split(" "))) for k in keys]
         self.pattern = re.compile(rf"(?<!\w)(?:{'|'.join(alternatives)})(?!\w)") if keys else None
@@ -70,6 +74,6 @@ class Matcher:
         folded, spans = fold(text)
         out = []
         for m in self.pattern.finditer(folded):
-            source, target = self.entries[" ".join(m.group().split())]
-            out.append(Match(spans[m.start()][0], spans[m.end() - 1][1], source, target))
+            source, target, plural = self.entries[" ".join(m.group().split())]
+            out.append(Match(spans[m.start()][0], spans[m.end() - 1][1], source, target, plural))
         return out

@@ -58,6 +58,20 @@ def test_do_not_translate_terms_keep_their_sentence_whole(served, checkpoint):
     assert len(params.constraint_spans) == 1
 
 
+def test_an_entrys_plural_in_the_text_is_wanted_in_the_plural(served, checkpoint):
+    # catches: a singular entry that misses the text's plural ("Passwords" left to the model), or forces the singular
+    # target where the text has the plural; the report naming the form wanted
+    seen = recorded(served.core)
+    with front(service_with(served)) as client:
+        r = client.post("/translate", json={"q": "Passwords expire. Change the password.", "source": "en",
+                                            "target": "es", "glossary": {"password": "contraseña"},
+                                            "parameters": {"split_sentences": True}})  # fmt: skip
+    assert r.status_code == 200, r.text
+    encode = checkpoint.tokenizer.encode_target
+    assert [p.constraints for p in seen] == [(tuple(encode("Contraseñas")),), (tuple(encode("contraseña")),)]
+    assert [e["target"] for e in r.json()["details"]["glossary"]] == ["contraseñas", "contraseña"]
+
+
 def test_the_cache_key_holds_the_constraints(served):
     # catches: a cache key without the glossary (a cached unconstrained answer served to a glossary request)
     # or one that changes for a glossary matching nothing in the text

@@ -11,7 +11,9 @@ import sacrebleu
 import torch
 
 from app.glossaries.agreement import SOURCES, Agreeing
+from app.glossaries.apply import GlossaryUse
 from app.glossaries.lexicon import lexicon
+from app.glossaries.plurals import Plurals
 from app.settings import BUILTIN
 from model.loading.checkpoint import load
 from model.runner.agreement import likelihoods, probe
@@ -22,6 +24,7 @@ from model.runner.fallback import missing, redo
 from model.runner.generate import generate
 from model.runner.params import DecodeParams
 from model.runner.search import Request
+from tests.app.glossaries.test_lexicon import needs_analyser
 from training.common import EVERYDAY, EVERYDAY2, read_tsv  # hand-written phrases, never trained on
 
 # The shipped model scores chrF 69.2 (greedy) on EVERYDAY; the floor sits 5 points below it. Copying the English
@@ -145,6 +148,43 @@ def test_a_glance_at_the_source_end_inside_a_word_does_not_close_a_terms_window(
     assert agreed(checkpoint, "Restart the router and try again.", "router", "enrutador")[-1].startswith(
         "Reiniciar el enrutador"
     )
+
+
+def glossed(ck, en: str, entries: tuple[tuple[str, str], ...], analyser) -> str:
+    """The output of `en` with a glossary as the planner uses it (its matching and plurals, agreement, retries)."""
+    tok, runner = ck.tokenizer, Eager(ck.model)
+    words = Words.of(tok.target_pieces(ck.config.tgt_vocab_size), torch.device("cpu"))
+    agreeing = Agreeing("es", SOURCES["en"], tok.encode, tok.encode_target, lexicon=analyser)
+    use = GlossaryUse(entries, tok.encode_target, 7, agreeing=agreeing, plurals=Plurals.of("en", "es", analyser))
+    cons, chars = use.constraints(en)
+    params = DecodeParams(max_new_tokens=64).constrained(cons, spans=tuple(tok.source_spans(en, chars, lead=1)))
+    params, src = dataclasses.replace(params, agreement=use.agreement(en)), tok.encode(en)
+    likely = partial(lambda src, seqs: likelihoods(runner, [(tuple(src), s) for s in seqs]), src)
+    with torch.inference_mode():
+        while params is not None:
+            out = generate(runner, [Request(0, src, params)], words=words)[0][0].tokens
+            params = redo(runner, words.starts.tolist(), src, params, out) or agree(
+                params, out, partial(probe, runner), likely
+            )
+    return tok.decode(out)
+
+
+@pytest.mark.parametrize("with_analyser", [True, False])
+def test_a_singular_entry_translates_the_texts_plural_in_the_plural(checkpoint, with_analyser):
+    # catches: the text's plural left to the model ("Las teclas están en la balda." for shelf -> repisa), given the
+    # singular term ("en la repisa") or a singular article ("en la repisas")
+    analyser = lexicon("es") if with_analyser else None
+    if with_analyser and analyser is None:
+        pytest.skip("no Spanish morphological analyser (apertium-eng-spa)")
+    out = glossed(checkpoint, "The keys are on the shelves.", (("shelf", "repisa"),), analyser)
+    assert "en las repisas" in out, out
+
+
+@needs_analyser
+def test_a_plural_the_analyser_does_not_know_takes_a_plural_article(checkpoint):
+    # catches: "El ventanales están abiertos." (the plural made from a singular entry: its number is known)
+    out = glossed(checkpoint, "The windows are open.", (("window", "ventanal"),), lexicon("es"))
+    assert out.startswith("Los ventanales "), out
 
 
 AGREEMENT_CASES = [  # (English, term, target, wanted): the word before the term agrees with it, and the words after

@@ -40,8 +40,18 @@ def test_with_an_analyser_its_gender_or_the_endings_decides_and_without_one_the_
     with_it = Agreeing("es", SOURCES["en"], encode, encode, lexicon=ES)
     without = Agreeing("es", SOURCES["en"], encode, encode)
     prior = lambda agreeing, term: agreeing([("x", term, False)]).probes[0].prior  # noqa: E731
-    assert prior(with_it, "sartén") == (0, DECISIVE, 0, DECISIVE)  # no ending rule: the analyser's
-    assert prior(with_it, "ventanal grande") == (DECISIVE, 0, DECISIVE, 0)  # unknown to it: "-al"
-    assert prior(with_it, "gerente") == (0, 0, 0, 0)  # either: the model decides
+    assert prior(with_it, "sartén") == (DECISIVE, 2 * DECISIVE, 0, DECISIVE)  # no ending rule: the analyser's
+    assert prior(with_it, "ventanal grande") == (DECISIVE, 0, DECISIVE, 0)  # unknown to it: "-al", no number
+    assert prior(with_it, "gerente") == (DECISIVE, DECISIVE, 0, 0)  # either gender: the model decides
     assert prior(without, "ventanal") == (ENDING_NATS, 0, ENDING_NATS, 0)
     assert prior(without, "sartén") == (0, 0, 0, 0)
+
+
+@needs_analyser
+def test_the_analysers_number_or_a_plural_entry_decides_the_articles_number():
+    # catches: "la imágenes" (the plural's number left to the model), "el ventanales" (a plural the analyser does not
+    # know, made from a singular entry: `plurals`)
+    agreeing = Agreeing("es", SOURCES["en"], encode, encode, lexicon=ES)
+    assert ES.number("imágenes") == "pl" and ES.number("lunes") == "sp" and ES.number("imagenes") == ""
+    assert agreeing([("x", "imágenes", False)]).probes[0].prior == (0, DECISIVE, DECISIVE, 2 * DECISIVE)
+    assert agreeing([("x", "ventanales", False, True)]).probes[0].prior == (DECISIVE, 0, 2 * DECISIVE, DECISIVE)

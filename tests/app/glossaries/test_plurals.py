@@ -1,0 +1,59 @@
+"""Glossary entries in the plural: the plural rules of English source terms and Spanish target terms, the analyser's
+veto on a Spanish plural it knows better, and the matcher finding an entry's plural with its target's plural."""
+
+import pytest
+
+from app.glossaries.matching import Matcher
+from app.glossaries.plurals import Plurals, english, spanish, spanish_word
+from tests.app.glossaries.test_lexicon import ES, needs_analyser
+
+
+@pytest.mark.parametrize(
+    ("term", "plural"),
+    [("password", "passwords"), ("box", "boxes"), ("policy", "policies"), ("day", "days"),
+     ("hard drive", "hard drives"), ("child", "children"), ("Shelf", "Shelves"), ("bus", "buses"),
+     ("data", None), ("C++", None)],
+)  # fmt: skip
+def test_english_plurals(term, plural):
+    # catches: a compound inflected on its first word, -y/-es/-ves rules, irregulars, uncountables given a plural
+    assert english(term) == plural
+
+
+@pytest.mark.parametrize(
+    ("word", "plural"),
+    [("contraseña", "contraseñas"), ("café", "cafés"), ("luz", "luces"), ("papel", "papeles"), ("red", "redes"),
+     ("canción", "canciones"), ("autobús", "autobuses"), ("examen", "exámenes"), ("imagen", "imágenes"),
+     ("origen", "orígenes"), ("tren", "trenes"), ("mes", "meses"), ("lunes", None), ("web", "webs"), ("ley", "leyes")],
+)  # fmt: skip
+def test_spanish_word_plurals(word, plural):
+    # catches: the written accent kept where the plural moves the stress ("canciónes") or not added ("examenes"), -z,
+    # words whose plural is the word itself pluralised again
+    assert spanish_word(word) == plural
+
+
+def test_a_spanish_term_inflects_its_noun_and_the_adjectives_that_agree():
+    # catches: a noun adjunct or the words after a preposition inflected ("sitios webs", "bases de datoss"), an adverb
+    # between agreeing words taken for an adjective ("correos nos deseados")
+    assert spanish("disco duro") == "discos duros"
+    assert spanish("base de datos") == "bases de datos"
+    assert spanish("correo no deseado") == "correos no deseados"
+    assert spanish("tarjeta de crédito") == "tarjetas de crédito"
+
+
+@needs_analyser
+def test_the_analyser_vetoes_a_plural_of_a_word_it_knows_and_picks_the_agreeing_words():
+    # catches: a wrong plural by rule used ("carácteres"), an unknown word (most glossary terms) refused its rule's
+    # plural, a noun adjunct inflected because it ends in a vowel
+    assert spanish("carácter", ES) is None and spanish("ventanal", ES) == "ventanales"
+    assert spanish("sitio web", ES) == "sitios web" and spanish("disco duro", ES) == "discos duros"
+
+
+def test_the_matcher_finds_an_entrys_plural_with_its_targets_plural_and_an_entry_of_its_own_wins():
+    # catches: plurals unmatched ("Passwords" left to the model), a name given a plural, a derived plural overriding
+    # an entry the user wrote for the plural
+    entries = (("password", "contraseña"), ("user", "usuario"), ("users", "usuarias"), ("Firefox", "Firefox"))
+    plurals = Plurals.of("en", "es")
+    derived = tuple((p[0], s, p[1]) for s, t in entries if (p := plurals.entry((s, t))))
+    found = Matcher(entries, derived).find("Passwords of users. The password. Firefoxes.")
+    assert [(m.target, m.plural) for m in found] == [("contraseñas", True), ("usuarias", False), ("contraseña", False)]
+    assert Plurals.of("en", "fr") is None and plurals.entry(("Firefox", "Firefox")) is None
