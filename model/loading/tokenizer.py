@@ -94,6 +94,8 @@ class Tokenizer:
         for a, b in spans:
             a, b = (len(rest[: max(0, k - len(code))].encode("utf-8")) for k in (a, b))
             inside = [k for k, p in enumerate(pieces) if p.begin < b and p.end > a] or [0]
+            if inside[0] > 0 and pieces[inside[0] - 1].piece == SPIECE_UNDERLINE:  # the word's lone start: "▁|s|mar|t"
+                inside.insert(0, inside[0] - 1)
             before = [k for k in starts if k <= inside[0]]
             first = before[max(0, len(before) - 1 - lead)] if before else inside[0]
             out.append((offset + first, offset + inside[0], offset + inside[-1] + 1))

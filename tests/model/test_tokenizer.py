@@ -2,6 +2,7 @@
 
 import random
 
+from app.settings import BUILTIN
 from model.loading.checkpoint import load
 
 TEXTS = ["the cat runs", "¿qué? niño über café", "日本 — naïve", "hello   world  "]
@@ -69,3 +70,13 @@ def _space_id(tok) -> int:
     if tok.pieces is None:
         return tok.target.piece_to_id("\u2581")
     return next(i for i, p in tok.pieces.items() if p == "\u2581")
+
+
+def test_a_terms_source_tokens_include_its_words_lone_start_piece():
+    # catches: "smartphone" as "▁|s|mar|t|phon|e" given tokens from "s" on: the decoder's alignment rests on the lone
+    # "▁", so the term's own words looked "not looked at" and a retry forced the term at the sentence's start
+    tok = load(BUILTIN).tokenizer
+    text = "My smartphone fell into the water."
+    pieces = tok.source.encode(text, out_type=str)
+    assert pieces[1] == "\u2581" and tok.source_spans(text, [(3, 13)], lead=1) == [(0, 1, 7)]
+    assert tok.source_spans("The file could not be saved.", [(4, 8)], lead=1) == [(0, 1, 2)]  # "▁file": as before
