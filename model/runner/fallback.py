@@ -19,6 +19,19 @@ def missing(params: DecodeParams, tokens: list[int]) -> int | None:
     return None
 
 
+def unplaced_twin(params: DecodeParams, tokens: list[int], aligned: list[int], j: int) -> int:
+    """Of constraint j and its twins (a term wanted once per source occurrence), the first placed one that no
+    occurrence of the term in `tokens` aligns to (`aligned`: each token's source position), else j: "La balda vieja
+    ... la nueva repisa" misses the first shelf's, not the second's."""
+    term = params.constraints[j]
+    found = [aligned[i : i + len(term)] for i in places(tokens, term)]
+    for k, c in enumerate(params.constraints):
+        span = params.constraint_spans[k]
+        if c == term and span != ANYWHERE and not any(span[1] <= p < span[2] for at in found for p in at):
+            return k
+    return j
+
+
 def places(tokens: list[int], term: tuple[int, ...]) -> list[int]:
     """Where each occurrence of `term` starts in `tokens`."""
     n = len(term)
@@ -39,10 +52,14 @@ def redo(
     forced so far, or None when nothing is missing, the missing term was forced already, or nothing of the output
     after the prefix aligns to the term's source. Each retry forces one more term: there are at most as many."""
     j = missing(params, tokens) if params.constraint_spans else None
-    if j is None or params.constraint_spans[j] == ANYWHERE:
+    if j is None:
+        return None
+    aligned = alignments(runner, [(src, tokens)])[0]
+    j = unplaced_twin(params, tokens, aligned, j)
+    if params.constraint_spans[j] == ANYWHERE:
         return None
     window, start, end = params.constraint_spans[j]
-    places = list(enumerate(alignments(runner, [(src, tokens)])[0]))[len(params.prefix) :]
+    places = list(enumerate(aligned))[len(params.prefix) :]
     at = next((t for t, p in places if start <= p < end), None)
     if at is None:
         at = next((t for t, p in places if window <= p < end), None)
