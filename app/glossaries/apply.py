@@ -75,6 +75,10 @@ class GlossaryUse:
             target = unit[m.start : m.end] if m.verbatim else capital(m.target) if opens else m.target
             if ids := self._checked(m.source, target):
                 found.append((ids, (m.start, m.end), m, opens))
+        derived = [k for k, (_, _, m, _) in enumerate(found) if m.plural]
+        if len(found) > self.max_constraints and derived:  # plurals of entries go first: the entries as written fit
+            dropped = set(derived[max(0, self.max_constraints - (len(found) - len(derived))) :])
+            found = [f for k, f in enumerate(found) if k not in dropped]
         if len(found) > self.max_constraints:
             raise ApiError(422, "validation", f"glossary: a sentence matches {len(found)} terms, over the "
                            f"{self.max_constraints} one sentence may carry (max_beam_size - 1)")  # fmt: skip

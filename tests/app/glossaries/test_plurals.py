@@ -3,6 +3,8 @@ veto on a Spanish plural it knows better, and the matcher finding an entry's plu
 
 import pytest
 
+from app.errors import ApiError
+from app.glossaries.apply import GlossaryUse
 from app.glossaries.matching import Matcher
 from app.glossaries.plurals import Plurals, english, spanish, spanish_word
 from tests.app.glossaries.test_lexicon import ES, needs_analyser
@@ -57,3 +59,15 @@ def test_the_matcher_finds_an_entrys_plural_with_its_targets_plural_and_an_entry
     found = Matcher(entries, derived).find("Passwords of users. The password. Firefoxes.")
     assert [(m.target, m.plural) for m in found] == [("contraseñas", True), ("usuarias", False), ("contraseña", False)]
     assert Plurals.of("en", "fr") is None and plurals.entry(("Firefox", "Firefox")) is None
+
+
+def test_plurals_give_way_when_a_sentence_matches_more_terms_than_its_beam_carries():
+    # catches: a glossary that served a sentence before plurals matched answering 422 since (a large glossary's
+    # plurals pushing a sentence over max_beam_size - 1 terms)
+    entries = (("cat", "gato"), ("dog", "perro"), ("bird", "pájaro"))
+    use = GlossaryUse(entries, lambda t: [ord(c) for c in t], 2, plurals=Plurals.of("en", "es"))
+    cons, _ = use.constraints("the cat, the dogs and the bird")
+    assert cons == (tuple(map(ord, "gato")), tuple(map(ord, "pájaro")))  # the plural left out, the order kept
+    assert use.constraints("the cats and the dogs")[0] == (tuple(map(ord, "gatos")), tuple(map(ord, "perros")))
+    with pytest.raises(ApiError):
+        use.constraints("the cat, the dog and the bird")  # the entries as written: as before
