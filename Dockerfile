@@ -54,7 +54,7 @@ RUN site="$(python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])
     && python -m pip uninstall -y -q pip setuptools
 
 
-# The Spanish analyser's file, unpacked from Debian's package without installing Apertium (see the runtime stage).
+# The Spanish and English analysers' files, unpacked from Debian's package without installing Apertium (see the runtime stage).
 FROM ${PYTHON_IMAGE} AS analyser
 WORKDIR /tmp/deb
 RUN apt-get update \
@@ -62,6 +62,7 @@ RUN apt-get update \
     && dpkg-deb -x apertium-eng-spa_*.deb unpacked \
     && mkdir -p /analyser/usr/share/apertium/apertium-eng-spa /analyser/usr/share/doc/apertium-eng-spa \
     && cp unpacked/usr/share/apertium/apertium-eng-spa/spa-eng.automorf.bin /analyser/usr/share/apertium/apertium-eng-spa/ \
+    && cp unpacked/usr/share/apertium/apertium-eng-spa/eng-spa.automorf.bin /analyser/usr/share/apertium/apertium-eng-spa/ \
     && cp unpacked/usr/share/doc/apertium-eng-spa/copyright /analyser/usr/share/doc/apertium-eng-spa/ \
     && rm -rf /var/lib/apt/lists/*
 
@@ -76,9 +77,10 @@ ENV PATH=/opt/venv/bin:$PATH \
     TRITON_CACHE_DIR=/tmp/.cache/triton
 
 # Debian's Spanish morphological analyser (Apertium's lt-proc, run as its own program): the gender of a glossary's
-# Spanish terms that the model does not know ("un ventanal", "la sartén"). Only lt-proc (lttoolbox) and the one
-# analyser file of apertium-eng-spa (with its copyright), not Apertium itself: about 40 MB. Without them the model
-# and the word's ending decide (app/glossaries/lexicon.py).
+# Spanish terms that the model does not know ("un ventanal", "la sartén"), and which plural of a term is a noun
+# ("the updates", not "allows"). Only lt-proc (lttoolbox) and the two analyser files of apertium-eng-spa (with its
+# copyright), not Apertium itself: about 40 MB. Without them the model and the word's ending decide
+# (app/glossaries/lexicon.py, plurals.py).
 COPY --from=analyser /analyser/ /
 RUN apt-get update \
     && apt-get install -y --no-install-recommends lttoolbox=3.7.1-1+b2 \

@@ -154,7 +154,7 @@ def glossary_use(
     if ask.target in TABLES:
         agreeing = Agreeing(ask.target, sources, encode, tok.encode_target, lead, words)
     return GlossaryUse(terms.entries, tok.encode_target, settings.max_beam_size - 1, tok.spells, params.max_new_tokens,
-                       agreeing, Plurals.of(source, ask.target, words))  # fmt: skip
+                       agreeing, Plurals.of(source, ask.target, words, lexicon(source)))  # fmt: skip
 
 
 def _given(value, default):

@@ -59,6 +59,7 @@ class EngineCore:
         self.running: dict[tuple[bytes, int], EngineRequest] = {}
         self.loop = DecodeLoop(model, overlap, words)  # the running batch and the decode step in flight
         self.starts = words.starts.tolist() if words is not None else None  # target tokens that start a word
+        self.joins = words.joins.tolist() if words is not None else None  # and those that continue one
         self.reserved = 0  # cache tokens reserved by running requests
         self.forms: dict[Probe, list[float]] = {}  # glossary terms' form scores, most recent last
         self.outbox: dict[bytes, Update] = {}
@@ -286,7 +287,7 @@ class EngineCore:
         term made to agree with the word before it (`model.runner.agreement`)."""
         if not req.params.constraint_spans or self.starts is None or req.retries >= MAX_RETRIES:
             return False
-        params, reason = redo(self.loop.runner, self.starts, req.src, req.params, best.tokens), "placed"
+        params, reason = redo(self.loop.runner, self.starts, req.src, req.params, best.tokens, self.joins), "placed"
         if params is None:
             likely = lambda outs: agreement.likelihoods(self.loop.runner, [(tuple(req.src), o) for o in outs])  # noqa: E731
             params, reason = agreement.redo(req.params, best.tokens, self._forms, likely), "agreement"

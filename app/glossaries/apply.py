@@ -29,6 +29,7 @@ class GlossaryUse:
         spells: Callable[[str], bool] = lambda _: True, max_tokens: int = 1 << 30, agreeing: Agreeing | None = None,
         plurals: Plurals | None = None,
     ):  # fmt: skip
+        self.plurals = plurals
         derived = tuple((p[0], s, p[1]) for s, t in entries if plurals and (p := plurals.entry((s, t))))
         self.matcher, self.encode, self.max_constraints = Matcher(entries, derived), encode, max_constraints
         self.spells, self.max_tokens, self.agreeing = spells, max_tokens, agreeing
@@ -36,12 +37,17 @@ class GlossaryUse:
 
     def matched(self, text: str) -> list[Entry]:
         """The entries a text matches, each once, in the order they first occur."""
-        return list(dict.fromkeys((m.source, m.target) for m in self.matcher.find(text)))
+        return list(dict.fromkeys((m.source, m.target) for m in self._matches(text)))
+
+    def _matches(self, text: str) -> list[Match]:
+        """The matcher's matches but an entry's plural where the word before makes it a verb ("it updates")."""
+        plurals = self.plurals
+        return [m for m in self.matcher.find(text) if not (m.plural and plurals and plurals.verb_before(text, m.start))]
 
     def verbatim(self, text: str) -> list[tuple[int, int]]:
         """Spans of the text matched by entries kept as they are (do-not-translate: target equals source) that the
         model cannot write: they stay out of its input; the others are constraints of their sentence."""
-        spans = [(m.start, m.end) for m in self.matcher.find(text) if m.verbatim]
+        spans = [(m.start, m.end) for m in self._matches(text) if m.verbatim]
         return [(a, b) for a, b in spans if not all(map(self.spells, text[a:b]))]
 
     def _target_ids(self, target: str) -> tuple[int, ...]:
@@ -70,7 +76,7 @@ class GlossaryUse:
         (capitalised: see `constraints`)."""
         start = len(unit) - len(unit.lstrip())
         found = []
-        for m in self.matcher.find(unit):
+        for m in self._matches(unit):
             opens = m.start == start and unit[start : start + 1].isupper()  # the sentence starts with the term
             target = unit[m.start : m.end] if m.verbatim else capital(m.target) if opens else m.target
             if ids := self._checked(m.source, target):

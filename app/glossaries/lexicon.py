@@ -18,6 +18,7 @@ log = logging.getLogger(__name__)
 
 ANALYSERS: dict[str, tuple[str, ...]] = {  # where Debian's packages put each language's analyser
     "es": ("/usr/share/apertium/apertium-eng-spa/spa-eng.automorf.bin",),
+    "en": ("/usr/share/apertium/apertium-eng-spa/eng-spa.automorf.bin",),
 }
 WORD = re.compile(r"[^\W\d_]+")  # letters only: the analyser's stream format gives ^ $ / < > @ [ ] meanings
 NOUN = re.compile(r"<n><(m|f|mf)>")
@@ -51,6 +52,23 @@ class Lexicon:
             return ""
         numbers = set(re.findall(r"<(sg|pl|sp)>", self._analyse(word.lower())))
         return numbers.pop() if len(numbers) == 1 else ""
+
+    @functools.lru_cache(maxsize=65536)  # noqa: B019
+    def noun(self, word: str) -> bool | None:
+        """Whether the analyser knows the word as a noun (True), only as other words ("permitir": False), or not at
+        all (None: a rare word, most glossary terms)."""
+        analyses = self._analyse(word.lower()) if WORD.fullmatch(word) else ""
+        if not analyses or "/*" in analyses:
+            return None
+        return "<n>" in analyses
+
+    @functools.lru_cache(maxsize=65536)  # noqa: B019
+    def plural_noun(self, term: str) -> bool:
+        """Whether the last word of a term can be a plural noun (or the analyser does not know it): "updates" yes,
+        "allows" no (a verb only)."""
+        word = term.split()[-1] if term.split() else ""
+        analyses = self._analyse(word.lower()) if WORD.fullmatch(word) else ""
+        return not analyses or "/*" in analyses or "<n><pl>" in analyses
 
     @functools.lru_cache(maxsize=65536)  # noqa: B019
     def agrees(self, word: str) -> bool:

@@ -2,8 +2,10 @@
 source term's plural in a text ("Passwords must ...") and puts its target in the plural there ("contraseñas"), as
 users of DeepL's glossaries expect. English and Spanish by rule (English compounds inflect their last word, Spanish
 terms their first and the adjectives that agree with it: "disco duro" -> "discos duros", "sitio web" -> "sitios
-web"); where the machine has a morphological analyser for the target language (`lexicon`), a target plural it does
-not know as a plural, of a word it knows, is not used (the entry then matches its singular only, as before)."""
+web"); a verb has none ("allows" is not the plural of "allow" -> "permitir": with an analyser, a word it knows only as
+other than a noun; without one, a word ending as an infinitive does). Where the machine has a morphological analyser
+for the target language (`lexicon`), a target plural it does not know, of a noun it knows, is not used either (the
+entry then matches its singular only, as before)."""
 
 from __future__ import annotations
 
@@ -72,9 +74,10 @@ def spanish(term: str, lexicon: Lexicon | None = None) -> str | None:
     """The plural of a Spanish term: its first word and the adjectives after it, up to a preposition or article
     (with an analyser: the words it knows as adjectives or participles; without: those ending in -o or -a)."""
     words = term.split(" ")
-    head = spanish_word(words[0])
-    if head is None or lexicon is not None and lexicon.number(head) not in ("pl", "sp") and _known(words[0], lexicon):
-        return None  # the analyser knows the word, and not this plural of it ("carácter": "carácteres")
+    noun = lexicon.noun(words[0]) if lexicon is not None else not re.search(r"(ar|er|ir)$", words[0].lower())
+    head = spanish_word(words[0]) if noun is not False else None  # not a verb: "permitir" has no plural
+    if head is None or noun and lexicon is not None and lexicon.number(head) not in ("pl", "sp"):
+        return None  # the analyser knows the noun, and not this plural of it ("carácter": "carácteres")
     out = [head]
     for k, word in enumerate(words[1:], 1):
         if word.lower() in ES_STOP:
@@ -85,18 +88,35 @@ def spanish(term: str, lexicon: Lexicon | None = None) -> str | None:
     return " ".join(out)
 
 
+SUBJECTS = {"it", "he", "she", "this", "that", "which", "who", "what", "one", "everyone", "someone", "nobody",
+            "also", "often", "always", "never", "usually", "sometimes", "automatically", "only", "still", "just",
+            "already", "now", "then", "it's"}  # fmt: skip  # before them a word like a plural is a verb: "it updates"
+
+
 class Plurals:
-    """The plural entries of a route: from a source language and a target language that both have rules."""
+    """The plural entries of a route: from a source language and a target language that both have rules (`lexicon`:
+    the target language's analyser, `source_lexicon` the source language's, where installed)."""
 
     RULES = ("en", "es")
 
-    def __init__(self, source: str, target: str, lexicon: Lexicon | None = None):
-        self.source, self.target, self.lexicon = source, target, lexicon
+    def __init__(
+        self, source: str, target: str, lexicon: Lexicon | None = None, source_lexicon: Lexicon | None = None
+    ):  # fmt: skip
+        self.source, self.target, self.lexicon, self.source_lexicon = source, target, lexicon, source_lexicon
 
     @classmethod
-    def of(cls, source: str, target: str, lexicon: Lexicon | None = None) -> Plurals | None:
+    def of(
+        cls, source: str, target: str, lexicon: Lexicon | None = None, source_lexicon: Lexicon | None = None
+    ) -> Plurals | None:  # fmt: skip
         """The route's plurals, or None where either language has no rules."""
-        return cls(source, target, lexicon) if source in cls.RULES and target in cls.RULES else None
+        if source not in cls.RULES or target not in cls.RULES:
+            return None
+        return cls(source, target, lexicon, source_lexicon)
+
+    def verb_before(self, text: str, start: int) -> bool:
+        """Whether the word before `start` makes a plural-looking word there a verb ("it updates", "this allows")."""
+        before = re.findall(r"[\w']+", text[:start].lower())
+        return self.source == "en" and bool(before) and before[-1] in SUBJECTS
 
     def entry(self, entry: Entry) -> Entry | None:
         """(the source's plural, the target's plural) of a singular entry, or None: a term kept as written (a name),
@@ -105,17 +125,14 @@ class Plurals:
         if source == target:
             return None
         plural_source = self._plural(self.source, source)
+        if plural_source and self.source_lexicon is not None and not self.source_lexicon.plural_noun(plural_source):
+            return None  # "allows": a verb only
         plural_target = self._plural(self.target, target) if plural_source else None
         return (plural_source, plural_target) if plural_target else None
 
     def _plural(self, language: str, term: str) -> str | None:
         plural = english(term) if language == "en" else spanish(term, self.lexicon if language == self.target else None)
         return plural if plural and plural.lower() != term.lower() else None
-
-
-def _known(word: str, lexicon: Lexicon) -> bool:
-    """Whether the analyser knows the word at all (a rare one, which it does not, keeps the rule's plural)."""
-    return lexicon.number(word) != "" or lexicon.gender(word) != ""
 
 
 def _cased(like: str, word: str) -> str:

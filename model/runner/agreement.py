@@ -59,6 +59,7 @@ def redo(
     agreement, cons = params.agreement, params.constraints
     if agreement is None:
         return None
+    terms = {i for c in set(cons) for at in places(tokens, c) for i in range(at, at + len(c))}  # never mended
     for j, term in enumerate(cons):
         p, twins = agreement.probes[j], [k for k, c in enumerate(cons) if c == term]
         if p is None or twins[0] != j:
@@ -70,6 +71,8 @@ def redo(
                 prefix = (*tokens[:at], *p.lower)
                 return placed(dataclasses.replace(params, constraints=lowered), prefix, k)
             word = agreement.before(tokens, at)
+            if word is not None and terms & set(range(at - len(word.ids), at)):
+                continue  # the word before is another term ("esta" for "this"): the user's, as written
             if word is None and not (at == 0 and (p.lower or p.upper and term != p.upper)):
                 continue
             score = scores(p)

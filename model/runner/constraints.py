@@ -221,23 +221,29 @@ class Constraints:
         return torch.where(met, self.length[rows], 0).sum(-1) + under_way
 
 
-def ban(scores: Tensor, cons: Constraints, eos_id: int, words: Words | None, best: Tensor | None) -> Tensor | None:
+def ban(
+    scores: Tensor, cons: Constraints, eos_id: int, words: Words | None, best: Tensor | None,
+    forced: Tensor | None = None,
+) -> Tensor | None:  # fmt: skip
     """Bans in the scores (N, V), in place, EOS where a constraint can still be met and, where `words` are given, a
-    token that continues the word of a term just ended. Returns every row's argmax after the bans where `best` (N,)
-    gives it before them (else None): on a CPU only the rows whose argmax was banned are searched again (a whole
-    (N, V) mask and argmax cost about as much as the rest of the constraint work; a device keeps them, no sync)."""
-    unmet, cpu = cons.unmet(), scores.device.type == "cpu"
+    token that continues the word of a term just ended; not on rows whose token is forced (`forced` (N,), -1: none):
+    a forced prefix is taken as it is. Returns every row's argmax after the bans where `best` (N,) gives it before
+    them (else None): on a CPU only the rows whose argmax was banned are searched again (a whole (N, V) mask and
+    argmax cost about as much as the rest of the constraint work; a device keeps them, no sync)."""
+    unmet, fresh, cpu = cons.unmet(), cons.fresh, scores.device.type == "cpu"
+    if forced is not None:
+        unmet, fresh = unmet & (forced < 0), fresh & (forced < 0)
     scores[:, eos_id].masked_fill_(unmet, NEG_INF)
     if words is not None and cpu:
-        rows = cons.fresh.nonzero()[:, 0]
+        rows = fresh.nonzero()[:, 0]
         scores.index_copy_(0, rows, scores.index_select(0, rows).masked_fill_(words.joins, NEG_INF))
     elif words is not None:
-        scores.masked_fill_(cons.fresh[:, None] & words.joins, NEG_INF)
+        scores.masked_fill_(fresh[:, None] & words.joins, NEG_INF)
     if best is None or not cpu:
         return None if best is None else scores.argmax(1)
     hit = unmet & (best == eos_id)
     if words is not None:
-        hit |= cons.fresh & words.joins[best]
+        hit |= fresh & words.joins[best]
     rows = hit.nonzero()[:, 0]
     return best.index_copy(0, rows, scores.index_select(0, rows).argmax(1))
 

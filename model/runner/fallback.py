@@ -10,21 +10,24 @@ from model.runner.align import alignments
 from model.runner.params import ANYWHERE, DecodeParams
 
 
-def missing(params: DecodeParams, tokens: list[int]) -> int | None:
-    """The first constraint the output `tokens` does not hold (a term wanted twice needs two occurrences), or None."""
+def missing(params: DecodeParams, tokens: list[int], joins: list[bool] | None = None) -> int | None:
+    """The first constraint the output `tokens` does not hold (a term wanted twice needs two occurrences; `joins`:
+    the target tokens that continue a word, where only whole-word occurrences count), or None."""
     for j, term in enumerate(params.constraints):
         wanted = params.constraints[: j + 1].count(term)
-        if len(places(tokens, term)) < wanted:
+        if len(places(tokens, term, joins)) < wanted:
             return j
     return None
 
 
-def unplaced_twin(params: DecodeParams, tokens: list[int], aligned: list[int], j: int) -> int:
+def unplaced_twin(
+    params: DecodeParams, tokens: list[int], aligned: list[int], j: int, joins: list[bool] | None = None
+) -> int:  # fmt: skip
     """Of constraint j and its twins (a term wanted once per source occurrence), the first placed one that no
     occurrence of the term in `tokens` aligns to (`aligned`: each token's source position), else j: "La balda vieja
     ... la nueva repisa" misses the first shelf's, not the second's."""
     term = params.constraints[j]
-    found = [aligned[i : i + len(term)] for i in places(tokens, term)]
+    found = [aligned[i : i + len(term)] for i in places(tokens, term, joins)]
     for k, c in enumerate(params.constraints):
         span = params.constraint_spans[k]
         if c == term and span != ANYWHERE and not any(span[1] <= p < span[2] for at in found for p in at):
@@ -32,10 +35,12 @@ def unplaced_twin(params: DecodeParams, tokens: list[int], aligned: list[int], j
     return j
 
 
-def places(tokens: list[int], term: tuple[int, ...]) -> list[int]:
-    """Where each occurrence of `term` starts in `tokens`."""
+def places(tokens: list[int], term: tuple[int, ...], joins: list[bool] | None = None) -> list[int]:
+    """Where each occurrence of `term` starts in `tokens` (with `joins`, those the next token does not go on:
+    "bici" is not in "bicicleta")."""
     n = len(term)
-    return [i for i in range(len(tokens) - n + 1) if tuple(tokens[i : i + n]) == term]
+    found = [i for i in range(len(tokens) - n + 1) if tuple(tokens[i : i + n]) == term]
+    return [i for i in found if joins is None or i + n == len(tokens) or not joins[tokens[i + n]]]
 
 
 def placed(params: DecodeParams, prefix: tuple[int, ...], j: int) -> DecodeParams:
@@ -45,17 +50,19 @@ def placed(params: DecodeParams, prefix: tuple[int, ...], j: int) -> DecodeParam
 
 
 def redo(
-    runner: Runner, starts: list[bool], src: list[int], params: DecodeParams, tokens: list[int]
-) -> DecodeParams | None:
+    runner: Runner, starts: list[bool], src: list[int], params: DecodeParams, tokens: list[int],
+    joins: list[bool] | None = None,
+) -> DecodeParams | None:  # fmt: skip
     """The parameters that decode `src` again with its first missing placed term forced where its source aligns in
-    the output `tokens` (at the start of the word there; `starts`: each target token starts a word) after the prefix
-    forced so far, or None when nothing is missing, the missing term was forced already, or nothing of the output
-    after the prefix aligns to the term's source. Each retry forces one more term: there are at most as many."""
-    j = missing(params, tokens) if params.constraint_spans else None
+    the output `tokens` (at the start of the word there; `starts`: each target token starts a word; `joins`: it goes
+    on with one, so a term inside a longer word is missing) after the prefix forced so far, or None when nothing is
+    missing, the missing term was forced already, or nothing of the output after the prefix aligns to the term's
+    source. Each retry forces one more term: there are at most as many."""
+    j = missing(params, tokens, joins) if params.constraint_spans else None
     if j is None:
         return None
     aligned = alignments(runner, [(src, tokens)])[0]
-    j = unplaced_twin(params, tokens, aligned, j)
+    j = unplaced_twin(params, tokens, aligned, j, joins)
     if params.constraint_spans[j] == ANYWHERE:
         return None
     window, start, end = params.constraint_spans[j]

@@ -225,7 +225,7 @@ def work(plan: Plan, refs: tuple[Tensor, Tensor, Tensor], args: tuple) -> tuple:
             best = scores.argmax(1)  # (N,)
             mid_word = words.joins[best] if words is not None else None
             cons = cons.opened(align, mid_word).ended(best == cfg.eos_id)
-        best = constraints.ban(scores, cons, cfg.eos_id, words, best)
+        best = constraints.ban(scores, cons, cfg.eos_id, words, best, forced)
     picked, moves, n = pick(scores, logprobs, table, steps, best), None, scores.shape[0]
     own = best if best is not None else picked.tokens  # (N,) every row's argmax, or None
     progress = None  # (G, K, J) twice: the constrained candidates' matched and met

@@ -163,7 +163,7 @@ def glossed(ck, en: str, entries: tuple[tuple[str, str], ...], analyser) -> str:
     with torch.inference_mode():
         while params is not None:
             out = generate(runner, [Request(0, src, params)], words=words)[0][0].tokens
-            params = redo(runner, words.starts.tolist(), src, params, out) or agree(
+            params = redo(runner, words.starts.tolist(), src, params, out, words.joins.tolist()) or agree(
                 params, out, partial(probe, runner), likely
             )
     return tok.decode(out)
@@ -207,7 +207,7 @@ def agreed(ck, en: str, term: str, target: str, lexicon=None) -> list[str]:
     with torch.inference_mode():
         while params is not None:
             outs.append(generate(runner, [Request(0, src, params)], words=words)[0][0].tokens)
-            params = redo(runner, words.starts.tolist(), src, params, outs[-1]) or agree(
+            params = redo(runner, words.starts.tolist(), src, params, outs[-1], words.joins.tolist()) or agree(
                 params, outs[-1], partial(probe, runner), likely
             )
     return [tok.decode(o) for o in outs]

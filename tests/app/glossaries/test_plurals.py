@@ -5,6 +5,7 @@ import pytest
 
 from app.errors import ApiError
 from app.glossaries.apply import GlossaryUse
+from app.glossaries.lexicon import lexicon
 from app.glossaries.matching import Matcher
 from app.glossaries.plurals import Plurals, english, spanish, spanish_word
 from tests.app.glossaries.test_lexicon import ES, needs_analyser
@@ -71,3 +72,21 @@ def test_plurals_give_way_when_a_sentence_matches_more_terms_than_its_beam_carri
     assert use.constraints("the cats and the dogs")[0] == (tuple(map(ord, "gatos")), tuple(map(ord, "perros")))
     with pytest.raises(ApiError):
         use.constraints("the cat, the dog and the bird")  # the entries as written: as before
+
+
+def test_a_verb_is_no_plural():
+    # catches: "This allows ..." with allow -> permitir given "permitires" (an internal error once the agreement
+    # mended the term before it), "It updates the system" given "actualizaciones"
+    assert spanish("permitir") is None and spanish("lugar") is None  # without an analyser: infinitive-like endings
+    use = GlossaryUse((("update", "actualización"),), lambda t: [ord(c) for c in t], 7, plurals=Plurals.of("en", "es"))
+    assert use.matched("It updates the system. The updates are ready.") == [("update", "actualizaciones")]
+    assert use.constraints("It updates the system.")[0] == ()
+
+
+@needs_analyser
+def test_the_analysers_know_a_verb_from_a_noun():
+    # catches: a Spanish verb's plural by rule, an English verb-only form ("allows") taken for a plural noun
+    assert spanish("permitir", ES) is None and spanish("lugar", ES) == "lugares"
+    english_analyser = lexicon("en")
+    plurals = Plurals.of("en", "es", ES, english_analyser)
+    assert plurals.entry(("allow", "autorización")) is None and plurals.entry(("update", "actualización"))

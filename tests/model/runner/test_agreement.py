@@ -46,6 +46,15 @@ def test_a_disagreeing_word_is_swapped_and_the_output_forced_up_to_the_term():
     assert redo(params(TERM), [5, 30, *TERM], scores(3.0), NONE) is None  # "su" fits both forms
 
 
+def test_a_word_before_the_term_that_is_another_term_is_never_mended():
+    # catches: "Esta permitires" mended to "Estas permitires" where "esta" is the user's term for "this" (and the
+    # forced prefix then broke the term's word)
+    other = (LA,)
+    both = params(other, TERM, probes=(None, PROBE))
+    assert redo(both, [LA, *TERM, 7], scores(3.0), NONE) is None
+    assert redo(params(TERM), [LA, *TERM, 7], scores(3.0), NONE).prefix == (EL, *TERM)  # a word of the model's
+
+
 def test_the_longest_word_before_the_term_is_the_one_swapped():
     # catches: "de la" read as "la" ("de el" for "del")
     shorter = redo(params(TERM), [5, DE, LA, *TERM], scores(3.0), NONE)

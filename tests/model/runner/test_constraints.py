@@ -224,6 +224,21 @@ def test_a_placed_term_does_not_start_before_its_window_opens():
     assert unplaced.extend(rows, torch.tensor([5])).matched.tolist() == [[1]]  # an unplaced one starts anywhere
 
 
+def test_a_forced_token_is_never_banned():
+    # catches: a retry's forced prefix that continues a term's word ("Esta|s", the agreement's "Estas" after the term
+    # "esta") or ends with an unmet constraint banned to -inf: no hypothesis left, an empty result (a 500)
+    eos, vocab = 2, 16
+    joins = torch.zeros(vocab, dtype=torch.bool)
+    joins[7] = True
+    cons = Constraints.start([((4,),), ((5,),)], torch.device("cpu"))
+    cons.fresh = torch.tensor([True, True])
+    forced = torch.tensor([7, -1])  # row 0 is forced to continue the word; row 1 is free
+    scores = torch.zeros(2, vocab)
+    constraints.ban(scores, cons, eos, Words(torch.zeros(vocab, dtype=torch.bool), joins), None, forced)
+    assert scores[0, 7] == 0 and scores[0, eos] == 0  # forced: untouched
+    assert scores[1, 7] == float("-inf") and scores[1, eos] == float("-inf")
+
+
 @pytest.mark.parametrize("with_best", [True, False])
 def test_bans_on_a_cpu_equal_the_whole_mask(with_best):
     """`ban`'s CPU path (only the rows a ban touches) gives the scores and argmaxes of the whole (N, V) masks: EOS
