@@ -12,12 +12,13 @@ still be met is met.
 Placed by alignment (Hasler et al. 2018; Chen et al. 2021): a constraint with a source span (the source tokens of the
 glossary term it translates, and of the word before it) opens its window when the decoder's alignment (its
 cross-attention while it predicts the next token, `ModelConfig.alignment`) reaches that span; the term may start only
-within the WINDOW_WORDS words from there, and a hypothesis that lets them pass without it, or writes another word
-while it looks at the term's own source words (its own word for the term), has lost it (it may end, ranked below
-every hypothesis that met all); so has one that would end the sentence first, and one that translates a met term's
-source again (a word of its own while it looks hard at those words, past the words right after the term). Whole
-words: a term starts where a word starts (its first token is a word-initial piece) and the token after its last one
-does not continue that word."""
+within the WINDOW_WORDS words from there, where the decoder looks at the term's own source words between words (not
+at the word before them: "antes de instalar actualizaciones"), and a hypothesis that lets them pass without it, or
+writes another word while it looks at the term's own source words (its own word for the term), has lost it (it may
+end, ranked below every hypothesis that met all); so has one that would end the sentence first, and one that
+translates a met term's source again (a word of its own while it looks hard at those words, past the words right
+after the term). Whole words: a term starts where a word starts (its first token is a word-initial piece) and the
+token after its last one does not continue that word."""
 
 from __future__ import annotations
 
@@ -67,7 +68,8 @@ class Constraints:
     span: Tensor  # (N, J, 3) long: its window's source start, its term's start and end; -1: placed anywhere
     budget: Tensor  # (N, J) long: words its window has left (-1: not open yet; 0: passed); once met, AFTER_WORDS left
     fresh: Tensor  # (N,) bool: the row's latest token ended a constraint (the next one may not continue its word)
-    looking: Tensor  # (N, J) bool: the decoder looks at the term's own source words at this step (hard, once met)
+    looking: Tensor  # (N, J) bool: the decoder looks at the term's own source words at this step (between words;
+    # hard, once met)
     twins: Tensor  # (N, J, J) bool: constraint k < j has the tokens of j (they are met one at a time)
 
     @classmethod
@@ -136,6 +138,8 @@ class Constraints:
         budget = torch.where(opening, WINDOW_WORDS, self.budget).masked_fill_(passed, 0)
         looking = self.placed & (own <= peak) & (peak < end)
         looking &= ~self.met | (edges[:, j : 2 * j] - edges[:, 2 * j :] >= AGAIN_MASS)  # a term met: looked at hard
+        if mid_word is not None:  # a term not met starts between words only ("una pe pestaña" otherwise)
+            looking &= self.met | ~mid_word[:, None]
         return dataclasses.replace(self, budget=budget, looking=looking)
 
     def ended(self, ends: Tensor) -> Constraints:
@@ -152,7 +156,9 @@ class Constraints:
         """The progress of rows `rows` (any shape S) after taking `tokens` (S): matched and met, each (*S, J). A token
         goes on with the constraints under way whose next token it is, else starts the first one it starts whose
         window is open (an unplaced one: any time; of two constraints of the same tokens, the first one: they are met
-        one at a time). Before its window a placed term's first token is the model's own word ("Exportar"); after a
+        one at a time). A placed term starts only inside its window where the decoder looks at its own source words,
+        between words: not while it still translates the word before ("antes de actualizaciones" for "before
+        installing updates"); elsewhere its first token is the model's own word ("Exportar"); after a
         placed term and the AFTER_WORDS words that follow it, a word (`words` given) chosen while the decoder looks at
         its source again translates it twice ("El fichero no se pudo guardar el archivo"): the term is lost."""
         cons, length = self.tokens[rows], self.length[rows]  # (*S, J, L), (*S, J)
@@ -161,7 +167,7 @@ class Constraints:
         next_token = cons.gather(-1, matched.clamp(max=cons.shape[-1] - 1)[..., None])[..., 0]  # (*S, J)
         goes_on = (matched > 0) & (t == next_token)
         budget = self.budget[rows]
-        open_now = torch.where(self.placed[rows], budget > 0, budget != 0)  # a placed term starts only in its window
+        open_now = torch.where(self.placed[rows], (budget > 0) & self.looking[rows], budget != 0)  # where it may start
         starts = (t == cons[..., 0]) & ~met & open_now & ~goes_on.any(-1, keepdim=True)
         starts &= ~(self.twins[rows] & starts[..., None, :]).any(-1)  # an earlier twin starts first
         matched = torch.where(goes_on, matched + 1, starts.long())

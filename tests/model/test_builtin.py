@@ -95,6 +95,7 @@ GLOSSARY_CASES = [  # (English, term, target): failures of the unplaced constrai
     ("The picture is on the wall.", "picture", "foto"),  # was "El foto ..."
     ("Save the file and close the file.", "file", "fichero"),  # wanted twice
     ("The file could not be saved.", "file", "fichero"),  # was "El fichero no se pudo guardar el archivo."
+    ("The lake freezes in winter.", "lake", "laguna"),  # was "El lago laguna ..." (started at "The")
 ]
 
 
@@ -121,6 +122,7 @@ def test_glossary_terms_stand_where_their_source_is_translated(checkpoint):
         assert out.endswith(".") and out.count(".") == 1, out  # nothing after the sentence's end
     assert "cartera" not in outs[1] and "balda" not in outs[2] and "La foto" in outs[3], outs
     assert "archivo" not in outs[5], outs  # the term's source not translated again after the term
+    assert "lago" not in outs[6], outs  # the term started at its own word, not at the word before it
 
 
 def test_a_term_whose_window_passed_is_forced_where_its_source_aligns(checkpoint):
@@ -132,8 +134,8 @@ def test_a_term_whose_window_passed_is_forced_where_its_source_aligns(checkpoint
     terms = tuple(tuple(tok.encode_target(t)) for t in ("jefa", "Telegram"))
     spans = shifted(tok.source_spans(en, [(3, 7), (en.index("Telegram"), len(en) - 1)], lead=1), prefix)
     params, src = DecodeParams(max_new_tokens=64).constrained(terms, spans=spans), prefix + tok.encode(en)
-    with torch.inference_mode():
-        first = generate(runner, [Request(0, src, params)], words=words)[0][0]
+    with torch.inference_mode():  # the model's own output, as a decode whose window passed would end
+        first = generate(runner, [Request(0, src, DecodeParams(max_new_tokens=64))], words=words)[0][0]
         assert missing(params, first.tokens) == 0  # this model writes its own "Mi jefe me envió ..."
         again = redo(runner, words.starts.tolist(), src, params, first.tokens)
         second = generate(runner, [Request(0, src, again)], words=words)[0][0]
@@ -217,9 +219,12 @@ def test_the_word_before_a_term_is_made_to_agree_with_it():
     # catches: the determiner the model wrote for its own word left before the term, or swapped without decoding the
     # words after the term again (the adjective keeps the old gender)
     ck = load(BUILTIN)
+    retried = 0
     for en, term, target, wanted in AGREEMENT_CASES:
         outs = agreed(ck, en, term, target)
-        assert len(outs) == 2 and wanted in outs[-1], outs
+        assert len(outs) <= 2 and wanted in outs[-1], outs
+        retried += len(outs) == 2
+    assert retried, "no case needed the agreement's retry: it is not tested here"
 
 
 LEXICON_CASES = [  # (English, term, target, without the analyser, with it): genders this model does not know

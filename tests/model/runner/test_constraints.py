@@ -143,8 +143,14 @@ def test_a_window_passes_after_its_words_and_then_the_row_may_end():
     assert cons.unmet().tolist() == [False]  # lost: it may end (ranked below hypotheses that met every term)
     assert cons.extend(rows, torch.tensor([5]), words).matched.tolist() == [[0]]  # and the term no longer starts
     led = Constraints.start([((5, 6),)], torch.device("cpu"), [((0, 1, 2),)])  # "the picture": window from "the"
-    inside = led.opened(torch.tensor([[1.0, 0.0, 0.0]])).extend(rows, torch.tensor([10]), words)  # "la", at "the"
-    inside = inside.extend(rows, torch.tensor([5]), words).extend(rows, torch.tensor([6]), words)
+    after_la = led.opened(torch.tensor([[1.0, 0.0, 0.0]])).extend(rows, torch.tensor([10]), words)  # "la", at "the"
+    early = after_la.opened(torch.tensor([[1.0, 0.0, 0.0]])).extend(rows, torch.tensor([5]), words)  # still at "the"
+    assert early.matched.tolist() == [[0]]  # the term starts at its own words, not at the word before them
+    at_term = torch.tensor([[0.0, 0.9, 0.1]])  # (not all of it there: the source's end would close the window)
+    mid = after_la.opened(at_term, torch.tensor([True])).extend(rows, torch.tensor([5]), words)
+    assert mid.matched.tolist() == [[0]]  # nor in the middle of the model's own word ("una pe pestaña")
+    inside = after_la.opened(at_term, torch.tensor([False])).extend(rows, torch.tensor([5]), words)  # at "picture"
+    inside = inside.extend(rows, torch.tensor([6]), words)
     assert inside.met.tolist() == [[True]] and inside.fresh.tolist() == [True]  # the next token starts a new word
     own = led.opened(torch.tensor([[0.0, 1.0, 0.0]])).extend(rows, torch.tensor([10]), words)  # "cuadro", at "picture"
     assert own.lost.tolist() == [[True]]  # its own word for the term: the window passed at once
