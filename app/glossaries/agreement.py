@@ -1,14 +1,15 @@
-"""The words that agree with a glossary term in the target language ("un ventanal", "la sartén"), and what the model
-is asked to learn which form a term takes: the data behind `model.runner.agreement`, as one route's token ids.
+"""The words that agree with a glossary term in the target language ("un ventanal", "la sartén"), and what the model is
+asked to learn which form a term takes: the data behind `model.runner.agreement`, as one route's token ids.
 
 A table row is one word in each of the language's forms (Spanish: masculine, feminine, then their plurals; `GENDERS`
-gives each column's gender); the first row holds the articles the model scores the term after. A word's form is found
-in the longest row ending before the term ("de la" -> "del", "todo el" -> "toda la"). The model's scores get a prior
-for the gender of the term's first word: where the machine has a morphological analyser for the language
-(`lexicon`), the gender it gives decides, and for a word it does not know (a rare one, which the model knows even less)
-the word's ending decides (Spanish: -a feminine, -o masculine, with the known exceptions); without an analyser the
-ending weighs 2 nats. The analyser's number, where it knows one, decides too ("las imágenes", a plural entry's
-target: `plurals`). Languages without a table get no agreement."""
+gives each column's gender); the first row holds the articles the model scores the term after; the adjectives that come
+before a noun follow, after each determiner ("Mi nuevo jefa" -> "Mi nueva jefa", "una nueva aviso" -> "un
+nuevo aviso"). A word's form is found in the longest row ending before the term ("de la" -> "del", "todo el" -> "toda
+la"). The model's scores get a prior for the gender of the term's first word: where the machine has a morphological
+analyser for the language (`lexicon`), the gender it gives decides, and for a word it does not know (a rare one, which
+the model knows even less) the word's ending decides (Spanish: -a feminine, -o masculine, with the known exceptions);
+without an analyser the ending weighs 2 nats. The analyser's number, where it knows one, decides too ("las imágenes", a
+plural entry's target: `plurals`). Languages without a table get no agreement."""
 
 from __future__ import annotations
 
@@ -28,6 +29,15 @@ TABLES: dict[str, tuple[tuple[str, ...], ...]] = {
         ("ningún", "ninguna", "", ""), ("otro", "otra", "otros", "otras"), ("mucho", "mucha", "muchos", "muchas"),
         ("poco", "poca", "pocos", "pocas"), ("cuánto", "cuánta", "cuántos", "cuántas"), ("mi", "mi", "mis", "mis"),
         ("tu", "tu", "tus", "tus"), ("su", "su", "sus", "sus"),
+    ),
+}  # fmt: skip
+ADJECTIVES: dict[str, tuple[tuple[str, ...], ...]] = {  # that come before a noun, alone or after a determiner
+    "es": (
+        ("nuevo", "nueva", "nuevos", "nuevas"), ("viejo", "vieja", "viejos", "viejas"),
+        ("buen", "buena", "buenos", "buenas"), ("mal", "mala", "malos", "malas"),
+        ("primer", "primera", "primeros", "primeras"), ("último", "última", "últimos", "últimas"),
+        ("pequeño", "pequeña", "pequeños", "pequeñas"), ("mismo", "misma", "mismos", "mismas"),
+        ("propio", "propia", "propios", "propias"), ("antiguo", "antigua", "antiguos", "antiguas"),
     ),
 }  # fmt: skip
 GENDERS = {"es": ("m", "f", "m", "f")}  # each column's gender
@@ -59,7 +69,7 @@ class Agreeing:
     ):  # fmt: skip
         self.encode, self.encode_target, self.lead, self.language = encode, encode_target, lead, language
         self.lexicon = lexicon
-        table = TABLES[language]
+        table = rows(language)
         self.articles, self.sources = table[0], sources
         self.words = tuple(word for row in table for case in (str, capital) for word in self._words(row, case))
         self.openers = tuple(tuple(encode_target(capital(a))) for a in self.articles)
@@ -100,6 +110,16 @@ class Agreeing:
             return ending(self.language, target), ENDING_NATS
         first = target.split()[0] if target.split() else ""
         return self.lexicon.gender(first) or ending(self.language, target), DECISIVE
+
+
+def rows(language: str) -> tuple[tuple[str, ...], ...]:
+    """The language's table: its determiners (the articles first), and each followed by each adjective that comes
+    before a noun ("una nueva" -> "un nuevo": the longest row before the term is mended whole; an adjective alone may
+    belong to the noun before it: "las particiones pequeñas")."""
+    dets, adjs = TABLES[language], ADJECTIVES.get(language, ())
+    pair = lambda det, adj: tuple(f"{d} {a}" if d and a else "" for d, a in zip(det, adj, strict=True))  # noqa: E731
+    both = tuple(pair(det, adj) for det in dets for adj in adjs)
+    return (*dets, *both)
 
 
 def ending(language: str, term: str) -> str:

@@ -192,6 +192,7 @@ def test_a_plural_the_analyser_does_not_know_takes_a_plural_article(checkpoint):
 AGREEMENT_CASES = [  # (English, term, target, wanted): the word before the term agrees with it, and the words after
     ("He bought a yellow umbrella.", "umbrella", "sombrilla", "una sombrilla amarilla"),  # was "un sombrilla amarillo"
     ("Take the umbrellas to the beach.", "umbrellas", "sombrillas", "las sombrillas"),  # was "los sombrillas"
+    ("My new boss is very young.", "boss", "jefa", "Mi nueva jefa"),  # was "Mi nuevo jefa": an adjective before it
 ]
 
 

@@ -1,7 +1,7 @@
 """The target language's words that agree with a term, as token ids: each word with the forms it fits and its own
 word in every form, also capitalised; a probe per translated term, none for terms kept as written."""
 
-from app.glossaries.agreement import SOURCES, Agreeing, ending
+from app.glossaries.agreement import SOURCES, TABLES, Agreeing, ending, rows
 from app.glossaries.apply import GlossaryUse
 
 IDS: dict[str, int] = {}
@@ -54,3 +54,13 @@ def test_a_term_capitalised_to_open_a_sentence_carries_its_form_as_written():
     assert use.agreement("The passwords expire").probes[0].upper == tuple(encode("Contraseñas"))  # might open it
     assert use.agreement("the passwords expire").probes[0].upper == ()  # a lowercase sentence: as written
     assert use.agreement("Passwords expire").probes[0].upper == ()  # capitalised already
+
+
+def test_an_adjective_before_the_term_is_mended_with_its_determiner_only():
+    # catches: "Mi nuevo jefa" / "una nueva aviso" left (no adjective rows), or an adjective alone mended where it
+    # belongs to the noun before it ("las particiones pequeñas" + a term: "pequeña")
+    table = rows("es")
+    assert table[0] == TABLES["es"][0]  # the articles first: the probe's forms
+    assert ("mi nuevo", "mi nueva", "mis nuevos", "mis nuevas") in table
+    assert ("un nuevo", "una nueva", "unos nuevos", "unas nuevas") in table
+    assert ("nuevo", "nueva", "nuevos", "nuevas") not in table
