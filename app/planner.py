@@ -150,11 +150,11 @@ def glossary_use(
     lead = () if params.forced_bos_id is None else (params.forced_bos_id,)
     encode = lambda text: [*prefix, *tok.encode(text)]  # noqa: E731
     sources = SOURCES.get(source, NEUTRAL)
-    agreeing, words = None, lexicon(ask.target)
+    agreeing, analyser = None, lexicon(ask.target)
     if ask.target in TABLES:
-        agreeing = Agreeing(ask.target, sources, encode, tok.encode_target, lead, words)
+        agreeing = Agreeing(ask.target, sources, encode, tok.encode_target, lead, analyser)
     return GlossaryUse(terms.entries, tok.encode_target, settings.max_beam_size - 1, tok.spells, params.max_new_tokens,
-                       agreeing, Plurals.of(source, ask.target, words, lexicon(source)))  # fmt: skip
+                       agreeing, Plurals.of(source, ask.target, analyser, lexicon(source)))  # fmt: skip
 
 
 def _given(value, default):

@@ -31,7 +31,7 @@ TABLES: dict[str, tuple[tuple[str, ...], ...]] = {
         ("tu", "tu", "tus", "tus"), ("su", "su", "sus", "sus"),
     ),
 }  # fmt: skip
-ADJECTIVES: dict[str, tuple[tuple[str, ...], ...]] = {  # that come before a noun, alone or after a determiner
+ADJECTIVES: dict[str, tuple[tuple[str, ...], ...]] = {  # that come before a noun: mended with the determiner before
     "es": (
         ("nuevo", "nueva", "nuevos", "nuevas"), ("viejo", "vieja", "viejos", "viejas"),
         ("buen", "buena", "buenos", "buenas"), ("mal", "mala", "malos", "malas"),
@@ -95,7 +95,7 @@ class Agreeing:
         sources = tuple(tuple(self.encode(s.format(source))) for s in self.sources)
         forms = tuple((*self.lead, *self.encode_target(f"{a} {target}")) for a in self.articles)
         gender, nats = self._gender(target)
-        number = "pl" if plural else self.lexicon.number(target.split()[0]) if self.lexicon and target.split() else ""
+        number = "pl" if plural else self._number(target)
         prior = tuple(nats * (g == gender) + DECISIVE * (n == number)
                       for g, n in zip(GENDERS[self.language], NUMBERS[self.language], strict=True))  # fmt: skip
         lower = tuple(self.encode_target(target)) if opens and capital(target) != target else ()
@@ -110,6 +110,10 @@ class Agreeing:
             return ending(self.language, target), ENDING_NATS
         first = target.split()[0] if target.split() else ""
         return self.lexicon.gender(first) or ending(self.language, target), DECISIVE
+
+    def _number(self, target: str) -> str:
+        """The number of the term's first word as the analyser knows it ("" without one, or where it does not)."""
+        return self.lexicon.number(target.split()[0]) if self.lexicon is not None and target.split() else ""
 
 
 def rows(language: str) -> tuple[tuple[str, ...], ...]:

@@ -34,48 +34,41 @@ class Lexicon:
         self.proc = subprocess.Popen([program, "-z", str(analyser)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.DEVNULL)  # fmt: skip
 
-    @functools.lru_cache(maxsize=65536)  # noqa: B019 (one Lexicon per language, kept for the process's life)
     def gender(self, word: str) -> str:
         """The word's gender, m or f, where the analyser knows it as a noun of one gender; "" where it does not know
         it, knows it as both ("el/la gerente") or not as a noun."""
-        if not WORD.fullmatch(word):
-            return ""
-        genders = set(NOUN.findall(self._analyse(word.lower())))
+        genders = set(NOUN.findall(self._analyses(word)))
         return genders.pop() if len(genders) == 1 and genders != {"mf"} else ""
 
-    @functools.lru_cache(maxsize=65536)  # noqa: B019
     def number(self, word: str) -> str:
         """The word's number as the analyser knows it: "pl" ("imágenes"), "sg", "sp" (both: "lunes"), or "" where it
         does not know the word ("imagenes", a plural made by rule that is none) or knows it as both singular and
         plural."""
-        if not WORD.fullmatch(word):
-            return ""
-        numbers = set(re.findall(r"<(sg|pl|sp)>", self._analyse(word.lower())))
+        numbers = set(re.findall(r"<(sg|pl|sp)>", self._analyses(word)))
         return numbers.pop() if len(numbers) == 1 else ""
 
-    @functools.lru_cache(maxsize=65536)  # noqa: B019
     def noun(self, word: str) -> bool | None:
         """Whether the analyser knows the word as a noun (True), only as other words ("permitir": False), or not at
         all (None: a rare word, most glossary terms)."""
-        analyses = self._analyse(word.lower()) if WORD.fullmatch(word) else ""
-        if not analyses or "/*" in analyses:
-            return None
-        return "<n>" in analyses
+        analyses = self._analyses(word)
+        return None if _unknown(analyses) else "<n>" in analyses
 
-    @functools.lru_cache(maxsize=65536)  # noqa: B019
     def plural_noun(self, term: str) -> bool:
         """Whether the last word of a term can be a plural noun (or the analyser does not know it): "updates" yes,
         "allows" no (a verb only)."""
-        word = term.split()[-1] if term.split() else ""
-        analyses = self._analyse(word.lower()) if WORD.fullmatch(word) else ""
-        return not analyses or "/*" in analyses or "<n><pl>" in analyses
+        analyses = self._analyses(term.split()[-1] if term.split() else "")
+        return _unknown(analyses) or "<n><pl>" in analyses
 
-    @functools.lru_cache(maxsize=65536)  # noqa: B019
     def agrees(self, word: str) -> bool:
         """Whether the analyser knows the word as an adjective or a participle (it agrees with the noun before it:
         "disco duro", "correo no deseado"; not "sitio web")."""
-        analyses = self._analyse(word.lower()) if WORD.fullmatch(word) else ""
+        analyses = self._analyses(word)
         return "<adj>" in analyses or "<pp>" in analyses
+
+    @functools.lru_cache(maxsize=65536)  # noqa: B019 (one Lexicon per language, kept for the process's life)
+    def _analyses(self, word: str) -> str:
+        """The analyser's answer for a word of letters (lowered), "" for anything else."""
+        return self._analyse(word.lower()) if WORD.fullmatch(word) else ""
 
     def _analyse(self, word: str) -> str:
         """The analyser's answer for one word ("^sartén/sartén<n><f><sg>$"), or "" once it failed."""
@@ -99,6 +92,11 @@ class Lexicon:
                 self.broken = True
                 self.proc.kill()
                 return ""
+
+
+def _unknown(analyses: str) -> bool:
+    """An answer that knows nothing of its word ("", or the analyser's "*" mark)."""
+    return not analyses or "/*" in analyses
 
 
 @functools.cache

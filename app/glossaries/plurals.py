@@ -26,6 +26,7 @@ ES_ADVERBS = {"no", "muy", "más", "menos", "bien", "mal"}  # kept as they are b
 UNACCENT = str.maketrans("áéíóú", "aeiou")
 ACCENT = str.maketrans("aeiou", "áéíóú")
 VOWEL_GROUPS = re.compile(r"[aeiouáéíóúü]+")
+LAST_WORD = re.compile(r"([\w']+)[^\w']*$")  # the last word of a text
 
 
 def english(term: str) -> str | None:
@@ -115,8 +116,8 @@ class Plurals:
 
     def verb_before(self, text: str, start: int) -> bool:
         """Whether the word before `start` makes a plural-looking word there a verb ("it updates", "this allows")."""
-        before = re.findall(r"[\w']+", text[:start].lower())
-        return self.source == "en" and bool(before) and before[-1] in SUBJECTS
+        before = LAST_WORD.search(text[:start])
+        return self.source == "en" and before is not None and before.group(1).lower() in SUBJECTS
 
     def entry(self, entry: Entry) -> Entry | None:
         """(the source's plural, the target's plural) of a singular entry, or None: a term kept as written (a name),
@@ -131,6 +132,7 @@ class Plurals:
         return (plural_source, plural_target) if plural_target else None
 
     def _plural(self, language: str, term: str) -> str | None:
+        """The term's plural in `language` (the target's checked by its analyser), or None where it has none."""
         plural = english(term) if language == "en" else spanish(term, self.lexicon if language == self.target else None)
         return plural if plural and plural.lower() != term.lower() else None
 

@@ -128,16 +128,16 @@ class Constraints:
         j, s = self.span.shape[1], align.shape[1]
         start, own, end = self.span.clamp(min=0).unbind(-1)  # (N, J) each
         mass = F.pad(align.float().cumsum(1), (1, 0))  # (N, S + 1)
-        edges = mass.gather(1, torch.cat([start, end, own], 1).clamp_(max=s))  # (N, 3J)
+        to_start, to_end, to_own = mass.gather(1, torch.cat([start, end, own], 1).clamp_(max=s)).split(j, 1)  # (N, J)
         peak = align.argmax(1, keepdim=True)  # (N, 1)
-        reached = (edges[:, j : 2 * j] - edges[:, :j] >= ALIGN_MASS) | ((start <= peak) & (peak < end))
+        reached = (to_end - to_start >= ALIGN_MASS) | ((start <= peak) & (peak < end))
         last = (align > 0).long().cumsum(1).argmax(1, keepdim=True)  # (N, 1) the last source token (padding weighs 0)
         opening = self.placed & (self.budget < 0) & reached
         at_end = peak == last if mid_word is None else (peak == last) & ~mid_word[:, None]  # (N, 1)
         passed = self.placed & at_end & (self.matched == 0) & ~self.met & ~opening  # the end: passed
         budget = torch.where(opening, WINDOW_WORDS, self.budget).masked_fill_(passed, 0)
         looking = self.placed & (own <= peak) & (peak < end)
-        looking &= ~self.met | (edges[:, j : 2 * j] - edges[:, 2 * j :] >= AGAIN_MASS)  # a term met: looked at hard
+        looking &= ~self.met | (to_end - to_own >= AGAIN_MASS)  # a term met: looked at hard
         if mid_word is not None:  # a term not met starts between words only ("una pe pestaña" otherwise)
             looking &= self.met | ~mid_word[:, None]
         return dataclasses.replace(self, budget=budget, looking=looking)
@@ -158,9 +158,9 @@ class Constraints:
         window is open (an unplaced one: any time; of two constraints of the same tokens, the first one: they are met
         one at a time). A placed term starts only inside its window where the decoder looks at its own source words,
         between words: not while it still translates the word before ("antes de actualizaciones" for "before
-        installing updates"); elsewhere its first token is the model's own word ("Exportar"); after a
-        placed term and the AFTER_WORDS words that follow it, a word (`words` given) chosen while the decoder looks at
-        its source again translates it twice ("El fichero no se pudo guardar el archivo"): the term is lost."""
+        installing updates"); elsewhere its first token is the model's own word ("Exportar"). After a placed term and
+        the AFTER_WORDS words that follow it, a word (`words` given) chosen while the decoder looks at its source
+        again translates it twice ("El fichero no se pudo guardar el archivo"): the term is lost."""
         cons, length = self.tokens[rows], self.length[rows]  # (*S, J, L), (*S, J)
         matched, met = self.matched[rows], self.met[rows]
         t = tokens[..., None]
