@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from model.runner.beams import Moves
+from model.runner.beams import DEAD, Moves
 from model.runner.rows import Beams
 from model.runner.transfer import upload
 
@@ -300,7 +300,9 @@ def candidates(
     rows = beams.rows if beams.rows is not None else torch.arange(scores.shape[0], device=scores.device)
     tokens, got = extra_candidates(scores, rows, cons, best)  # (Nb, J + 1)
     g, w, e = beams.groups, beams.width, tokens.shape[1]
-    grid = got.new_full((g * w, e), NEG_INF).index_copy_(0, beams.slots, got + cum.index_select(0, rows)[:, None])
+    base = cum.index_select(0, rows)[:, None]  # (Nb, 1)
+    got = (got + base).masked_fill_(base <= DEAD / 2, NEG_INF)  # a DEAD row's (a place not taken): never candidates
+    grid = got.new_full((g * w, e), NEG_INF).index_copy_(0, beams.slots, got)
     tok = tokens.new_zeros(g * w, e).index_copy_(0, beams.slots, tokens)
     place = torch.arange(w, device=tokens.device).repeat(g)[:, None].expand(-1, e)  # (G*W, J+1)
     score = torch.cat([top[0], grid.view(g, -1)], 1)  # (G, K)

@@ -25,7 +25,7 @@ from model.runner.pool import copy_rows
 from model.runner.processors import process
 from model.runner.rows import RowTable
 from model.runner.search import Request, RowStatus, Seq, StepOutput
-from model.runner.state import DecodeState, Encoded
+from model.runner.state import DecodeState, Encoded, beam_rows
 from model.runner.transfer import Readback, start_fetch, upload
 
 
@@ -165,7 +165,7 @@ class DecodeLoop:
                 continue
             if b >= 0:
                 out = StepOutput(seq.id, stable=host.stable(b))
-                widths[id(seq)] = 0 if host.done[b] else host.n[b]
+                widths[id(seq)] = 0 if host.done[b] else beam_rows(seq.params, step, host.n[b])
                 if host.done[b]:
                     ended.append((seq, out))
             else:

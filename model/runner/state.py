@@ -10,6 +10,7 @@ rows that stay keep their place where they can, so only rows and slots that move
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Hashable
 from dataclasses import dataclass
@@ -19,8 +20,9 @@ from torch import Tensor
 
 from model.network.config import ModelConfig
 from model.network.step import Groups, StepInputs
-from model.runner.beams import GROW, BeamState
+from model.runner.beams import DEAD, GROW, LATER, BeamState
 from model.runner.constraints import Constraints
+from model.runner.params import DecodeParams
 from model.runner.pool import KVPool
 from model.runner.rows import RowTable
 from model.runner.search import Request, Seq
@@ -96,7 +98,8 @@ class DecodeState:
     def add(self, new: Encoded) -> None:
         """New requests join after the running ones (a beam request with all its rows, the first scoring 0). Nothing
         changes unless all of it succeeds."""
-        widths = [r.params.beam_size for r in new.requests]
+        sizes = [r.params.beam_size for r in new.requests]
+        widths = [s if whole(r.params) else 1 for r, s in zip(new.requests, sizes, strict=True)]
         n, g, m = self.rows, len(self.seqs), sum(widths)
         positions = self.max_length + 1
         if self.pool.presize:  # no growth copies up to PRESIZE positions
@@ -105,7 +108,7 @@ class DecodeState:
         self.pool.put_sources(g, new.cross_k, new.cross_v, new.src_mask)
         self.pool.positions[n : n + m] = 0
         tokens = torch.cat([self.tokens, self.tokens.new_full((m,), self.cfg.decoder_start_id)])
-        search = self.search.concat(BeamState.start(widths, self.search.positions, self.device))
+        search = self.search.concat(BeamState.start(widths, self.search.positions, self.device, sizes))
         constraints = self.constraints
         if constraints is not None or any(r.params.constraints for r in new.requests):
             per_row = [r.params for r, w in zip(new.requests, widths, strict=True) for _ in range(w)]
@@ -123,18 +126,24 @@ class DecodeState:
 
     def narrow(self, kept: list[tuple[Seq, int]]) -> None:
         """Only these requests stay, each with its first `width` rows (a beam request narrows when fewer beams go
-        on); the others' rows and slots are free. Spans that stay in place are not copied; the others fill the gaps.
-        """
+        on; one forced its prefix grows as the prefix ends: its new rows copy its first, DEAD as at a beam's start);
+        the others' rows and slots are free. Spans that stay in place are not copied; the others fill the gaps."""
         if len(kept) == len(self.seqs) and all(w == s.width for s, w in kept):
             return
         starts = place([(s.first, s.width, w) for s, w in kept])
         order = sorted(range(len(kept)), key=starts.__getitem__)
         slot_of = {id(s): i for i, s in enumerate(self.seqs)}
-        parents = [kept[i][0].first + j for i in order for j in range(kept[i][1])]
+        places = [(kept[i][0], j) for i in order for j in range(kept[i][1])]  # every new row: its request, its place
+        parents = [s.first + (j if j < s.width else 0) for s, j in places]
+        grown = [(r, j) for r, (s, j) in enumerate(places) if j >= s.width]
+        if len(parents) > self.pool.sizes[0]:
+            self.pool.reserve(len(parents), *self.pool.sizes[1:])
         slots = [slot_of[id(kept[i][0])] for i in order]
         beam_of = {id(s): b for b, s in enumerate(self.beams())}
         groups = [beam_of[id(kept[i][0])] for i in order if kept[i][0].beam]
         self._move(parents, slots, groups)
+        if grown:
+            self._dead(grown)
         seqs = []
         for i in order:
             seq, seq.width = kept[i][0], kept[i][1]
@@ -167,6 +176,13 @@ class DecodeState:
         self.tokens = self.tokens.index_select(0, at)
         if self.constraints is not None:
             self.constraints = self.constraints.select(at)
+
+    def _dead(self, grown: list[tuple[int, int]]) -> None:
+        """The rows a beam request grew by, each (row, place in its group): they score DEAD (only its first
+        row's candidates count at the next step) and rank by place, as at a beam's start."""
+        at, ranks = upload(list(zip(*grown, strict=True)), torch.long, self.device)
+        cum = self.search.cum.index_fill(0, at, DEAD)
+        self.search = dataclasses.replace(self.search, cum=cum, rank=self.search.rank.index_copy(0, at, ranks))
 
     # --- a step ---------------------------------------------------------------------------------------
     def prepare(self) -> RowTable:
@@ -238,3 +254,15 @@ def _window(owner: list[int], width: int, widths: list[int]) -> int | None:
             if cost is None or moved <= cost:
                 best, cost = r - width + 1, moved
     return best
+
+
+def whole(params: DecodeParams, steps: int = 0) -> bool:
+    """Whether a request has all its rows `steps` into its output: a beam request forced a prefix has one until LATER
+    steps before the prefix ends (its beam searches one place until then), any other all of them."""
+    return steps + LATER >= len(params.prefix)
+
+
+def beam_rows(params: DecodeParams, step: int, n: int) -> int:
+    """The rows a beam request keeps once step `step` (0-based) is booked, at which its beam chose `n` to go on: all of
+    them from LATER steps before its forced prefix ends (`whole`), else `n`."""
+    return params.beam_size if n and step < len(params.prefix) and whole(params, step) else n

@@ -3,12 +3,15 @@ constrained request decodes the same alone, batched beside other requests, seque
 prefix of its result; requests without constraints beside it are untouched; the progress columns and the bank
 allocation on hand-made cases."""
 
+import dataclasses
+
 import pytest
 import torch
 
-from model.runner import constraints
+from model.runner import constraints, state
 from model.runner.constraints import AFTER_WORDS, WINDOW_WORDS, Constraints, Words, allocate, extra_candidates
 from model.runner.generate import generate
+from model.runner.loop import DecodeLoop
 from model.runner.params import DecodeParams, constrained_beam
 from model.runner.search import Request
 from tests.model.runner.test_decoding import MIXED, _src, _tokens
@@ -268,3 +271,46 @@ def test_bans_on_a_cpu_equal_the_whole_mask(with_best):
     assert torch.equal(got_scores, want)
     assert best is None if not with_best else best.tolist() == want.argmax(1).tolist()
     assert with_best is False or best.tolist()[:4] != scores.argmax(1).tolist()[:4]  # the bans moved some argmaxes
+
+
+def _prefixed() -> list[Request]:
+    """Glossary retries as the engine makes them: beam requests (a greedy one widened, beams of 4 and 3) forced a
+    prefix that ends with a term placed by it, long and short, beside another placed term and requests without."""
+    spans = ((-1, -1, -1), (1, 2, 3))
+    made = [
+        (DecodeParams(max_new_tokens=16), (5, 6, 7, 5, 6), ((5, 6), (9,))),
+        (DecodeParams(beam_size=4, num_hypotheses=4, max_new_tokens=16), (8, 7, 8, 9), ((7, 8, 9), (11,))),
+        (DecodeParams(beam_size=3, num_hypotheses=3, max_new_tokens=14), (11,), ((11,), (12, 13))),
+    ]
+    reqs = [Request(i, _src(i + 5), dataclasses.replace(p.constrained(c, spans=spans), prefix=x))
+            for i, (p, x, c) in enumerate(made)]  # fmt: skip
+    return reqs + [Request(10 + i, _src(i + 4), p) for i, p in enumerate(MIXED[:3])]
+
+
+def _words(model) -> Words:
+    starts = torch.zeros(model.cfg.tgt_vocab_size, dtype=torch.bool)
+    starts[::2] = True
+    return Words(starts, ~starts)
+
+
+def test_a_forced_prefix_runs_one_row_until_it_ends(model, monkeypatch):
+    # catches: grown rows that score as their first (duplicate hypotheses), rows grown a step late with overlap (the
+    # first free step searched one place), a prefix run on every row (the retry's cost), the hold leaking into a
+    # request without a prefix
+    reqs, words = _prefixed(), _words(model)
+    tokens = lambda hyps: [(h.tokens, round(h.score, 4)) for h in hyps]  # noqa: E731
+    held = [tokens(h) for h in generate(model, reqs, words=words)]
+    assert [tokens(h) for h in generate(model, reqs, overlap=True, words=words)] == held
+    for r, got in zip(reqs, held, strict=True):
+        assert tokens(generate(model, [r], words=words)[0]) == got
+        assert got[0][0][: len(r.params.prefix)] == list(r.params.prefix)
+    loop = DecodeLoop(model, words=words)
+    with torch.inference_mode():
+        loop.join(loop.prefill(reqs[:2]))
+        rows = [loop.rows]
+        while len(rows) < 5:
+            loop.step()
+            rows.append(loop.rows)
+    assert rows == [2, 2, 2, 1 + 4, 4 + 4]  # prefixes of 5 and 4: all rows once LATER steps are left (steps 3 and 2)
+    monkeypatch.setattr(state, "LATER", 1000)  # every row from the start: only the first follows the prefix
+    assert [tokens(h) for h in generate(model, reqs, words=words)] == held
