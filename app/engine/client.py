@@ -98,7 +98,7 @@ class EngineClient:
         job = next(self.ids)
         ack = self.acks[job] = asyncio.get_running_loop().create_future()
         self.receivers.update((u.id, receiver) for u in units)
-        self._send(Submit(job, params, units, stream, arrival))
+        self._send(Submit.of(job, params, units, stream, arrival))
         refused = await ack
         if refused is not None:
             for u in units:

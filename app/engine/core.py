@@ -79,7 +79,7 @@ class EngineCore:
             box.refused.append((job.job, f"queue full ({self.max_queue} waiting)"))
             return
         for unit in job.units:
-            req = EngineRequest(unit.src, unit.params or job.params, unit.id, front, job.stream, job.arrival)
+            req = EngineRequest(unit.src, job.unit_params(unit), unit.id, front, job.stream, job.arrival)
             self.requests[req.key] = req
             self.scheduler.add(req)
         box.accepted.append(job.job)

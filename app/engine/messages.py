@@ -8,9 +8,11 @@ the requests that finished. Non-streaming requests get their result only.
 
 from __future__ import annotations
 
+import dataclasses
+
 import msgspec
 
-from model.runner.params import DecodeParams
+from model.runner.params import DecodeParams, Word
 
 
 class WireUnit(msgspec.Struct, array_like=True):
@@ -23,13 +25,40 @@ class WireUnit(msgspec.Struct, array_like=True):
 
 
 class Submit(msgspec.Struct, tag=True, array_like=True):
-    """A job's units, queued together or refused together (a full queue)."""
+    """A job's units, queued together or refused together (a full queue). The glossary agreement's table of the
+    target language's words (the same for every unit of a route: 1,616 words for Spanish) travels once, in `words`
+    and `openers`, not in each unit's parameters (`of`, `unit_params`): 64 units of a glossary POST were 6 MB and
+    0.55 s of the core's time to decode."""
 
     job: int
     params: DecodeParams
     units: list[WireUnit]
     stream: bool  # send every new token (else only the result)
     arrival: float  # time.monotonic() when the HTTP request arrived (one clock for every process of a machine)
+    words: tuple[Word, ...] = ()
+    openers: tuple[tuple[int, ...], ...] = ()
+
+    @classmethod
+    def of(cls, job: int, params: DecodeParams, units: list[WireUnit], stream: bool, arrival: float) -> Submit:
+        """The job's message, the first unit's agreement table taken out of every unit that shares it."""
+        table = next((u.params.agreement for u in units if u.params and u.params.agreement), None)
+        if table is None:
+            return cls(job, params, units, stream, arrival)
+        shared = lambda p: p is not None and p.agreement is not None and p.agreement.words is table.words  # noqa: E731
+        lean = [WireUnit(u.id, u.src, _tabled(u.params, (), ())) if shared(u.params) else u for u in units]
+        return cls(job, params, lean, stream, arrival, table.words, table.openers)
+
+    def unit_params(self, unit: WireUnit) -> DecodeParams:
+        """A unit's decoding parameters, its agreement table put back."""
+        p = unit.params or self.params
+        if p.agreement is None or p.agreement.words or not self.words:
+            return p
+        return _tabled(p, self.words, self.openers)
+
+
+def _tabled(params: DecodeParams, words: tuple[Word, ...], openers: tuple[tuple[int, ...], ...]) -> DecodeParams:
+    """`params` with this agreement table."""
+    return dataclasses.replace(params, agreement=dataclasses.replace(params.agreement, words=words, openers=openers))
 
 
 class Abort(msgspec.Struct, tag=True, array_like=True):

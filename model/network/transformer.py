@@ -214,6 +214,41 @@ class Seq2SeqTransformer(nn.Module):
             x = layer(x, self_mask, layer.cross_attn.project_kv(memory), smask)
         return self._logits(x)
 
+    def prefill(
+        self, tgt_in: Tensor, cross: tuple[Tensor, Tensor], src_mask: Tensor, align: Alignment | None = None
+    ) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
+        """Teacher-forced over forced prefixes tgt_in (B, T), on cross-attention K/V projected already (each
+        (L, B, H, S, D)): every layer's self-attention K/V (each (L, B, H, T, D)), as decode steps would write them,
+        the logits (B, T, V) and, with `align`, that layer's cross-attention averaged over its heads (B, T, S)."""
+        t = tgt_in.shape[1]
+        x = self._embed("tgt", tgt_in, torch.arange(t, device=tgt_in.device))
+        self_mask = causal_mask(t, tgt_in.device)[None, None]  # (1, 1, T, T)
+        src_bias = additive_mask(src_mask, x.dtype)[:, None, None, :]  # (B, 1, 1, S)
+        keys, values, aligned = [], [], None
+        for i, layer in enumerate(self.decoder):
+
+            def self_attend(h: Tensor, attn: MultiHeadAttention = layer.self_attn) -> Tensor:
+                k, v = attn.project_kv(h)  # (B, H, T, D)
+                keys.append(k)
+                values.append(v)
+                return attn(h, k, v, self_mask)
+
+            def cross_attend(h: Tensor, attn: MultiHeadAttention = layer.cross_attn, i: int = i) -> Tensor:
+                nonlocal aligned
+                k, v = cross[0][i], cross[1][i]  # (B, H, S, D)
+                if align is None or align[0] != i:
+                    return attn(h, k, v, src_bias)
+                q = attn.split(attn.q_proj(h))  # (B, H, T, D)
+                probs = probabilities(q, k, src_bias)  # (B, H, T, S)
+                aligned = head_mean(probs, align[1])
+                b, _, _, d = q.shape
+                return attn.out_proj(torch.matmul(probs, v).transpose(1, 2).reshape(b, t, -1))
+
+            x = layer.self_block(x, self_attend)
+            x = layer.cross_block(x, cross_attend)
+            x = layer.ffn_block(x, layer.ffn)
+        return torch.stack(keys), torch.stack(values), self._logits(x), aligned
+
     def cross_attention(self, memory: Tensor, src_mask: Tensor, tgt_in: Tensor, align: Alignment) -> Tensor:
         """Teacher-forced: the cross-attention of `align`'s layer (its heads averaged) at every target position over
         the source, (B, T, S): row t is where the decoder looks while it predicts the token after tgt_in[:, t]."""

@@ -4,7 +4,6 @@ hypotheses in a fixed-size buffer, every row's token history, and the prefix a s
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 import torch
@@ -19,8 +18,6 @@ DEAD = -1.0e9  # candidates scored below DEAD / 2 never finish (a banned or mask
 WINDOW = 8  # stable tokens a group hands out per step at most: the rest follow at the next steps or with the result
 NEG_INF = float("-inf")
 ROW_FIELDS = 4  # BeamState's per-row fields come first: history, logp, cum, rank
-LATER = 2  # steps before its prefix ends that a request forced one grows its rows: a step's choices are booked after
-# the next one is launched with overlap, so the rows are there in time either way
 UNMET = 1.0e6  # a finished hypothesis ranks this much lower per constraint it left unmet (its score as reported is not)
 
 
@@ -37,7 +34,6 @@ class Knobs:
     penalty: Tensor  # float64
     early: Tensor  # bool
     forced: Tensor  # bool
-    prefix: Tensor | None = None  # the forced prefix's length (None: no group has one); it runs one place until then
 
 
 @dataclass
@@ -108,13 +104,10 @@ class BeamState:
     alive: Tensor
 
     @classmethod
-    def start(
-        cls, widths: list[int], positions: int, device: torch.device, sizes: list[int] | None = None
-    ) -> BeamState:  # fmt: skip
-        """Requests of `widths` rows and beam `sizes` (default: their widths; one with a long forced prefix starts with
-        one row) that generated nothing yet (a beam group's first row scores 0, its others DEAD: transformers' start,
-        so that only the first row's candidates count at the first step)."""
-        beams = [s for s in (sizes or widths) if s > 1]
+    def start(cls, widths: list[int], positions: int, device: torch.device) -> BeamState:
+        """Requests of `widths` rows (a beam group's first row scores 0, its others DEAD: transformers' start, so that
+        only the first row's candidates count at the first step) that generated nothing yet."""
+        beams = [w for w in widths if w > 1]
         g, b = len(beams), max(beams, default=1)
         cum = upload([DEAD * (j > 0) for w in widths for j in range(w)], torch.float32, device)
         rank = upload([j for w in widths for j in range(w)], torch.long, device)
@@ -232,11 +225,8 @@ def step(
     transformers' beam scorer takes it: the finished buffers updated, the moves. A hypothesis that ends with constraints
     unmet (lost, or at the length limit) ranks below every one that met them all (UNMET per constraint), and a live
     one that lost a constraint cannot keep its group searching. `forced_logp` (N,): where a row was forced its token,
-    that token's log-probability before the forcing (NaN: not forced), kept with a finishing hypothesis's tokens.
-    A group forced its prefix searches one place until its prefix ends (its other rows could only follow the first)."""
+    that token's log-probability before the forcing (NaN: not forced), kept with a finishing hypothesis's tokens."""
     score, parent, token, *rest = candidates
-    if k.prefix is not None:
-        k = dataclasses.replace(k, beam=torch.where(k.steps < k.prefix, 1, k.beam))
     unmet = rest[0] if rest else torch.zeros_like(token)
     lost = rest[1] if len(rest) > 1 else torch.zeros_like(token)
     b = state.score.shape[1]

@@ -142,6 +142,21 @@ class Constraints:
             looking &= self.met | ~mid_word[:, None]
         return dataclasses.replace(self, budget=budget, looking=looking)
 
+    def replayed(self, tokens: Tensor, align: Tensor | None, words: Words | None, eos_id: int) -> Constraints:
+        """These rows after each took its forced tokens (N, P) (-1 past its prefix), one a step, as decode steps leave
+        them: where the decoder looked at each step, align (N, P, S) (None: no term placed by alignment), opens
+        windows first."""
+        rows, cons = torch.arange(tokens.shape[0], device=tokens.device), self
+        for t in range(tokens.shape[1]):
+            took, taking = tokens[:, t].clamp(min=0), tokens[:, t] >= 0  # (N,) each
+            after = cons
+            if align is not None:
+                mid_word = words.joins[took] if words is not None else None
+                after = after.opened(align[:, t], mid_word).ended(took == eos_id)
+            fields = zip(after.extend(rows, took, words).fields(), cons.fields(), strict=True)
+            cons = Constraints(*(torch.where(taking.view(-1, *[1] * (x.dim() - 1)), x, y) for x, y in fields))
+        return cons
+
     def ended(self, ends: Tensor) -> Constraints:
         """These rows where the model's own next token `ends` (N,) bool is EOS: every placed term not under way has
         passed there (it would only come after the sentence)."""

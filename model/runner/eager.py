@@ -70,6 +70,13 @@ class Eager:
         """Teacher-forced, the decoder's logits at every target position (B, T, V)."""
         return self.model.decode(tgt_in, memory, src_mask)
 
+    def prefill(
+        self, tgt_in: Tensor, cross: tuple[Tensor, Tensor], src_mask: Tensor
+    ) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
+        """Teacher-forced over forced prefixes (B, T) on their cross-attention K/V: self-attention K/V, logits and the
+        decoder's alignment (`Seq2SeqTransformer.prefill`)."""
+        return self.model.prefill(tgt_in, cross, src_mask, self.cfg.alignment)
+
     def _inputs(self, state: DecodeState) -> StepInputs:
         """The state's next step inputs, within the model's positions."""
         if state.max_length >= self.cfg.max_positions:

@@ -25,7 +25,7 @@ from model.runner.pool import copy_rows
 from model.runner.processors import process
 from model.runner.rows import RowTable
 from model.runner.search import Request, RowStatus, Seq, StepOutput
-from model.runner.state import DecodeState, Encoded, beam_rows
+from model.runner.state import DecodeState, Encoded, Forced
 from model.runner.transfer import Readback, start_fetch, upload
 
 
@@ -79,16 +79,33 @@ class DecodeLoop:
 
     # --- joins and leaves -------------------------------------------------------------------------------
     def prefill(self, requests: list[Request]) -> Encoded:
-        """Encode new requests and project their cross-attention K/V once; they join with `join`."""
+        """Encode new requests and project their cross-attention K/V once, and decode their forced prefixes
+        teacher-forced (a glossary retry's: one pass instead of a step per token); they join with `join`."""
         src, src_mask = pad_batch([r.src for r in requests], self.runner.cfg.pad_id, self.runner.device)
-        return Encoded(requests, *self.runner.cross_kv(self.runner.encode(src, src_mask)), src_mask)
+        new = Encoded(requests, *self.runner.cross_kv(self.runner.encode(src, src_mask)), src_mask)
+        at = [i for i, r in enumerate(requests) if r.params.prefix]
+        if at:
+            new.forced = self._forced(new, at)
+        return new
+
+    def _forced(self, new: Encoded, at: list[int]) -> Forced:
+        """The forced prefixes of requests `at` of `new`, decoded teacher-forced."""
+        cfg, device = self.runner.cfg, self.runner.device
+        prefixes = [new.requests[i].params.prefix for i in at]
+        tgt_in, _ = pad_batch([[cfg.decoder_start_id, *p[:-1]] for p in prefixes], cfg.pad_id, device)  # (m, P)
+        taken, _ = pad_batch([list(p) for p in prefixes], 0, device)  # (m, P)
+        idx = upload(at, torch.long, device)
+        cross = (new.cross_k.index_select(1, idx), new.cross_v.index_select(1, idx))
+        k, v, logits, align = self.runner.prefill(tgt_in, cross, new.src_mask.index_select(0, idx))
+        logp = logits.float().log_softmax(-1).gather(-1, taken[..., None])[..., 0]  # (m, P)
+        return Forced(at, k, v, logp, align)
 
     def join(self, new: Encoded) -> None:
         """Encoded requests join before the next step; when that fails, the running ones are as they were."""
         if self.state is None:
             self.state = DecodeState(self.runner.pool(new.cross_k), self.runner.cfg)
         try:
-            self.state.add(new)
+            self.state.add(new, self.words)
         finally:
             self._settle()
 
@@ -165,7 +182,7 @@ class DecodeLoop:
                 continue
             if b >= 0:
                 out = StepOutput(seq.id, stable=host.stable(b))
-                widths[id(seq)] = 0 if host.done[b] else beam_rows(seq.params, step, host.n[b])
+                widths[id(seq)] = 0 if host.done[b] else host.n[b]
                 if host.done[b]:
                     ended.append((seq, out))
             else:

@@ -35,8 +35,7 @@ class Beams:
     def knobs_at(self, steps: Tensor) -> Knobs:
         """The knobs of a step that every row launches `steps` (N,) positions in."""
         k = self.knobs
-        steps = steps.index_select(0, k.first)
-        return Knobs(k.beam, k.limit, steps, k.first, k.ranked, k.penalty, k.early, k.forced, k.prefix)
+        return Knobs(k.beam, k.limit, steps.index_select(0, k.first), k.first, k.ranked, k.penalty, k.early, k.forced)
 
 
 @dataclass
@@ -126,10 +125,9 @@ def groups_of_rows(groups: list[Seq]) -> list[Seq]:
 
 def _beams(t: dict[str, Tensor], groups: list[Seq], beams: list[tuple[int, int]]) -> Beams:
     """The beam groups' part of the table of `groups` from its uploaded parts `t`."""
-    cols = t["knobs"].T  # (8, G)
+    cols = t["knobs"].T  # (7, G)
     size, limit, first, ranked = cols[:4].long()
-    prefix = cols[7].long() if any(g.params.prefix for g in groups if g.beam) else None
-    knobs = Knobs(size, limit, None, first, ranked, cols[4], cols[5] > 0, cols[6] > 0, prefix)
+    knobs = Knobs(size, limit, None, first, ranked, cols[4], cols[5] > 0, cols[6] > 0)
     rows = t["beam_rows"].long() if "beam_rows" in t else None
     width, most = max(w for _, w in beams), max(g.params.beam_size for g in groups if g.beam)
     return Beams(knobs, rows, t["slots"].long(), t["flat"].long(), len(beams), width, most)
@@ -142,7 +140,7 @@ def _beam_parts(
     width = max(w for _, w in beams)
     knobs = [
         [g.params.beam_size, g.params.max_new_tokens, first, min(2 * g.params.beam_size, w * vocab)]
-        + [g.params.length_penalty, g.params.early_stopping, g.params.forced_eos, len(g.params.prefix)]
+        + [g.params.length_penalty, g.params.early_stopping, g.params.forced_eos]
         for g, (first, w) in zip((g for g in groups if g.beam), beams, strict=True)
     ]
     parts = {

@@ -20,9 +20,8 @@ from torch import Tensor
 
 from model.network.config import ModelConfig
 from model.network.step import Groups, StepInputs
-from model.runner.beams import DEAD, GROW, LATER, BeamState
-from model.runner.constraints import Constraints
-from model.runner.params import DecodeParams
+from model.runner.beams import GROW, BeamState
+from model.runner.constraints import Constraints, Words
 from model.runner.pool import KVPool
 from model.runner.rows import RowTable
 from model.runner.search import Request, Seq
@@ -33,13 +32,28 @@ PRESIZE = 128  # self-attention positions a join reserves at most up front (as m
 
 
 @dataclass
+class Forced:
+    """The forced prefixes of some of the requests joining, decoded teacher-forced: which requests (their indices),
+    their self-attention K/V, each prefix token's log-probability before the forcing and where the decoder looked at
+    each step (None: the model has no alignment)."""
+
+    at: list[int]
+    k: Tensor  # (L, m, H, P, D)
+    v: Tensor  # (L, m, H, P, D)
+    logp: Tensor  # (m, P)
+    align: Tensor | None  # (m, P, S)
+
+
+@dataclass
 class Encoded:
-    """Requests encoded and their cross-attention K/V projected, not joined yet."""
+    """Requests encoded and their cross-attention K/V projected, not joined yet (`forced`: their forced prefixes
+    decoded already)."""
 
     requests: list[Request]
     cross_k: Tensor  # (L, n, H, S, D)
     cross_v: Tensor  # (L, n, H, S, D)
     src_mask: Tensor  # (n, S) bool
+    forced: Forced | None = None
 
     @property
     def ids(self) -> list[Hashable]:
@@ -95,55 +109,70 @@ class DecodeState:
         return [s for s in self.seqs if s.beam]
 
     # --- joins and leaves -----------------------------------------------------------------------------
-    def add(self, new: Encoded) -> None:
-        """New requests join after the running ones (a beam request with all its rows, the first scoring 0). Nothing
-        changes unless all of it succeeds."""
-        sizes = [r.params.beam_size for r in new.requests]
-        widths = [s if whole(r.params) else 1 for r, s in zip(new.requests, sizes, strict=True)]
+    def add(self, new: Encoded, words: Words | None = None) -> None:
+        """New requests join after the running ones (a beam request with all its rows, the first scoring 0; one
+        forced a prefix past it, `Forced`). Nothing changes unless all of it succeeds."""
+        widths = [r.params.beam_size for r in new.requests]
         n, g, m = self.rows, len(self.seqs), sum(widths)
-        positions = self.max_length + 1
+        positions = max(self.max_length, *(len(r.params.prefix) for r in new.requests)) + 1
         if self.pool.presize:  # no growth copies up to PRESIZE positions
             positions = max(positions, min(max(r.params.max_new_tokens for r in new.requests), PRESIZE))
         self.pool.reserve(n + m, positions, g + len(widths), new.src_mask.shape[1])
         self.pool.put_sources(g, new.cross_k, new.cross_v, new.src_mask)
         self.pool.positions[n : n + m] = 0
         tokens = torch.cat([self.tokens, self.tokens.new_full((m,), self.cfg.decoder_start_id)])
-        search = self.search.concat(BeamState.start(widths, self.search.positions, self.device, sizes))
+        search = self.search.concat(BeamState.start(widths, max(self.search.positions, positions), self.device))
         constraints = self.constraints
         if constraints is not None or any(r.params.constraints for r in new.requests):
             per_row = [r.params for r, w in zip(new.requests, widths, strict=True) for _ in range(w)]
             spans = [p.constraint_spans for p in per_row]
             joining = Constraints.start([p.constraints for p in per_row], self.device, spans)
+            if new.forced is not None:
+                joining = _replayed(joining, new, widths, words, self.cfg.eos_id)
             before = constraints or Constraints.start([()] * n, self.device)
             constraints = before.concat(joining)
         lens, seqs, first = new.src_mask.sum(1).tolist(), [], n
         for r, w, s in zip(new.requests, widths, lens, strict=True):
             seqs.append(Seq(r, first, w, s))
             first += w
+        if new.forced is not None:
+            tokens, search = self._past_prefixes(new.forced, seqs, tokens, search)
         self.tokens, self.search, self.seqs, self.rows = tokens, search, self.seqs + seqs, n + m
         self.constraints, self.stale = constraints, True
         self._measure()
 
+    def _past_prefixes(self, forced: Forced, seqs: list[Seq], tokens: Tensor, search: BeamState
+                       ) -> tuple[Tensor, BeamState]:  # fmt: skip
+        """Joining requests forced a prefix start past it, every row of each as its first (a beam's others stay
+        DEAD): the prefix's K/V in the pool, its tokens in the history with their log-probabilities, the last one
+        the next step's input. Returns the rows' last tokens and the search columns."""
+        history, logp = search.history.clone(), search.logp.clone()
+        for j, i in enumerate(forced.at):
+            seq, prefix = seqs[i], seqs[i].params.prefix
+            rows, p = slice(seq.first, seq.first + seq.width), len(prefix)
+            self.pool.k[:, rows, :, :p] = forced.k[:, j : j + 1, :, :p]
+            self.pool.v[:, rows, :, :p] = forced.v[:, j : j + 1, :, :p]
+            self.pool.positions[rows] = p
+            history[rows, :p] = torch.tensor(prefix, device=self.device)
+            logp[rows, :p] = forced.logp[j, :p]
+            tokens[rows] = prefix[-1]
+            seq.steps = p
+        return tokens, dataclasses.replace(search, history=history, logp=logp)
+
     def narrow(self, kept: list[tuple[Seq, int]]) -> None:
         """Only these requests stay, each with its first `width` rows (a beam request narrows when fewer beams go
-        on; one forced its prefix grows as the prefix ends: its new rows copy its first, DEAD as at a beam's start);
-        the others' rows and slots are free. Spans that stay in place are not copied; the others fill the gaps."""
+        on); the others' rows and slots are free. Spans that stay in place are not copied; the others fill the gaps.
+        """
         if len(kept) == len(self.seqs) and all(w == s.width for s, w in kept):
             return
         starts = place([(s.first, s.width, w) for s, w in kept])
         order = sorted(range(len(kept)), key=starts.__getitem__)
         slot_of = {id(s): i for i, s in enumerate(self.seqs)}
-        places = [(kept[i][0], j) for i in order for j in range(kept[i][1])]  # every new row: its request, its place
-        parents = [s.first + (j if j < s.width else 0) for s, j in places]
-        grown = [(r, j) for r, (s, j) in enumerate(places) if j >= s.width]
-        if len(parents) > self.pool.sizes[0]:
-            self.pool.reserve(len(parents), *self.pool.sizes[1:])
+        parents = [kept[i][0].first + j for i in order for j in range(kept[i][1])]
         slots = [slot_of[id(kept[i][0])] for i in order]
         beam_of = {id(s): b for b, s in enumerate(self.beams())}
         groups = [beam_of[id(kept[i][0])] for i in order if kept[i][0].beam]
         self._move(parents, slots, groups)
-        if grown:
-            self._dead(grown)
         seqs = []
         for i in order:
             seq, seq.width = kept[i][0], kept[i][1]
@@ -176,13 +205,6 @@ class DecodeState:
         self.tokens = self.tokens.index_select(0, at)
         if self.constraints is not None:
             self.constraints = self.constraints.select(at)
-
-    def _dead(self, grown: list[tuple[int, int]]) -> None:
-        """The rows a beam request grew by, each (row, place in its group): they score DEAD (only its first
-        row's candidates count at the next step) and rank by place, as at a beam's start."""
-        at, ranks = upload(list(zip(*grown, strict=True)), torch.long, self.device)
-        cum = self.search.cum.index_fill(0, at, DEAD)
-        self.search = dataclasses.replace(self.search, cum=cum, rank=self.search.rank.index_copy(0, at, ranks))
 
     # --- a step ---------------------------------------------------------------------------------------
     def prepare(self) -> RowTable:
@@ -256,13 +278,17 @@ def _window(owner: list[int], width: int, widths: list[int]) -> int | None:
     return best
 
 
-def whole(params: DecodeParams, steps: int = 0) -> bool:
-    """Whether a request has all its rows `steps` into its output: a beam request forced a prefix has one until LATER
-    steps before the prefix ends (its beam searches one place until then), any other all of them."""
-    return steps + LATER >= len(params.prefix)
-
-
-def beam_rows(params: DecodeParams, step: int, n: int) -> int:
-    """The rows a beam request keeps once step `step` (0-based) is booked, at which its beam chose `n` to go on: all of
-    them from LATER steps before its forced prefix ends (`whole`), else `n`."""
-    return params.beam_size if n and step < len(params.prefix) and whole(params, step) else n
+def _replayed(joining: Constraints, new: Encoded, widths: list[int], words: Words | None, eos_id: int) -> Constraints:
+    """The joining rows' constraint columns, those of requests forced a prefix as after its steps (one replay of every
+    such row together)."""
+    firsts = list(itertools.accumulate(widths, initial=0))
+    forced, device = new.forced, joining.tokens.device
+    of_rows = [j for j, i in enumerate(forced.at) for _ in range(widths[i])]  # each replayed row's prefix
+    rows = upload([firsts[i] + k for i in forced.at for k in range(widths[i])], torch.long, device)
+    prefixes = [new.requests[forced.at[j]].params.prefix for j in of_rows]
+    width = max(map(len, prefixes))
+    tokens = upload([[*p, *[-1] * (width - len(p))] for p in prefixes], torch.long, device)  # (R, P)
+    at = upload(of_rows, torch.long, device)
+    align = None if forced.align is None else forced.align.index_select(0, at)  # (R, P, S)
+    after = joining.select(rows).replayed(tokens, align, words, eos_id).fields()
+    return Constraints(*(x.index_copy(0, rows, y) for x, y in zip(joining.fields(), after, strict=True)))

@@ -147,6 +147,13 @@ class StaticDecoder:
         """Teacher-forced, the decoder's logits at every target position (B, T, V)."""
         return self.eager.decode(memory, src_mask, tgt_in)
 
+    def prefill(
+        self, tgt_in: Tensor, cross: tuple[Tensor, Tensor], src_mask: Tensor
+    ) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
+        """Teacher-forced over forced prefixes, eagerly (`Eager.prefill`)."""
+        with self.attention():
+            return self.eager.prefill(tgt_in, cross, src_mask)
+
     def _inputs(self, key: tuple[int, int, int], layout: Groups | None) -> StepInputs:
         """The padded step's inputs for `key` (rows, span, width) over the static buffers, read through `layout`."""
         rows, span, _ = key
