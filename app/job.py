@@ -78,9 +78,11 @@ class Job:
         prefix: list[int] = (),
         detected: dict | None = None,
         unit_params: Callable[[str], DecodeParams] | None = None,
+        agreed: Callable[[str, str], str] | None = None,
     ):
         self.entry, self.params = entry, params
         self.unit_params = unit_params  # a unit's own parameters, from its text (a glossary's constraints)
+        self.agreed = agreed  # a unit's translation with the words after its terms agreeing (not streamed: it is out)
         self.tokenizer = entry.checkpoint.tokenizer
         self.prefix, self.detected = list(prefix), detected  # language tokens before each unit; source "auto"
         self.arrival = time.monotonic()
@@ -224,7 +226,8 @@ class Job:
         hyp = hyps[min(rank, len(hyps) - 1)]
         tagged = item.layout.tagged.get(u)
         if tagged is None:
-            return self.tokenizer.decode(hyp.tokens)
+            text = self.tokenizer.decode(hyp.tokens)
+            return self.agreed(item.layout.units[u], text) if self.agreed is not None and not self.stream else text
         if (u, rank) not in item.placed:
             src = source_words(self.tokenizer, tagged.text, len(self.prefix))
             out = target_words(self.tokenizer, hyp.tokens)

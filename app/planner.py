@@ -61,7 +61,9 @@ class Plan:
         """The engine job for these layouts (some of `self.layouts`, or a document's)."""
         entry, detected = self.route.entry, self.route.detected
         unit_params = self.unit_params if self.glossary is not None else None
-        return Job(entry, layouts, self.params, settings.max_input_tokens, stream, self.prefix, detected, unit_params)
+        agreed = self.glossary.agreed if self.glossary is not None else None
+        return Job(entry, layouts, self.params, settings.max_input_tokens, stream, self.prefix, detected, unit_params,
+                   agreed)  # fmt: skip
 
     def unit_params(self, unit: str) -> DecodeParams:
         """A unit's decoding parameters: the plan's, constrained by the glossary's targets the unit matches."""

@@ -8,6 +8,7 @@ import re
 from collections.abc import Callable
 
 from app.errors import ApiError
+from app.glossaries.after import mend
 from app.glossaries.agreement import Agreeing, capital
 from app.glossaries.entries import Entry
 from app.glossaries.matching import Match, Matcher
@@ -101,6 +102,14 @@ class GlossaryUse:
             raise ApiError(422, "validation", f"glossary[{source!r}]: the target is {len(ids)} tokens, over "
                            f"max_new_tokens={self.max_tokens}")  # fmt: skip
         return ids
+
+    def agreed(self, unit: str, output: str) -> str:
+        """The translation `output` of `unit` with the words after its terms made to agree with them (`after.mend`;
+        without an agreement table for the target language, as it is)."""
+        if self.agreeing is None:
+            return output
+        terms = [m.target for m in self._matches(unit) if not m.verbatim]
+        return mend(output, terms, self.agreeing.language, self.agreeing.lexicon)
 
     @staticmethod
     def report(entries: list[Entry], output: str) -> list[dict]:

@@ -22,6 +22,7 @@ ANALYSERS: dict[str, tuple[str, ...]] = {  # where Debian's packages put each la
 }
 WORD = re.compile(r"[^\W\d_]+")  # letters only: the analyser's stream format gives ^ $ / < > @ [ ] meanings
 NOUN = re.compile(r"<n><(m|f|mf)>")
+AGREEING = re.compile(r"<(?:adj|vblex><pp)>(?:<sup>)?<(m|f)><(sg|pl)>")
 TIMEOUT_S = 2.0
 
 
@@ -64,6 +65,17 @@ class Lexicon:
         "disco duro", "correo no deseado"; not "sitio web")."""
         analyses = self._analyses(word)
         return "<adj>" in analyses or "<pp>" in analyses
+
+    def agreeing(self, word: str, only: bool = True) -> tuple[str, str] | None:
+        """The gender and number ("m"/"f", "sg"/"pl") of a word read as an adjective or a participle of one gender
+        and number ("aparcada": f, sg); None for any other ("verde" is both genders) and, `only`, for one with other
+        readings too ("llena" is also a verb: after "es" it is not)."""
+        readings = self._analyses(word).rstrip("$\0").split("/")[1:]
+        found = [AGREEING.search(r) for r in readings]
+        forms = {m.groups() for m in found if m}
+        if len(forms) != 1 or only and not all(found):
+            return None
+        return forms.pop()
 
     @functools.lru_cache(maxsize=65536)  # noqa: B019 (one Lexicon per language, kept for the process's life)
     def _analyses(self, word: str) -> str:

@@ -1,0 +1,92 @@
+"""The words after a glossary term that agree with it: an adjective or participle right after the term, or after a
+verb like "ser" or "estar" whose subject it is ("Mi coche está aparcado", "una colonia tranquila"). The model chose
+them for its own word ("furgoneta", "barrio"); the term's gender is the analyser's (else its ending's), and the word
+takes the other ending only where the analyser knows both forms. Same length: alignments and offsets keep.
+Languages without a table are left as they are."""
+
+from __future__ import annotations
+
+import re
+
+from app.glossaries.agreement import ending
+from app.glossaries.lexicon import Lexicon
+
+COPULAS: dict[str, frozenset[str]] = {
+    "es": frozenset("es son era eran fue fueron será serán sea sean está están estaba estaban estuvo estuvieron estará "
+                    "estarán esté estén parece parecen parecía quedó quedaron queda quedan sigue siguen".split()),
+}  # fmt: skip
+ADVERBS: dict[str, frozenset[str]] = {
+    "es": frozenset("muy tan más menos bastante demasiado no ya todavía aún siempre algo casi ahora completamente "
+                    "totalmente".split()),
+}  # fmt: skip
+ENDINGS: dict[str, dict[str, tuple[tuple[str, str], ...]]] = {  # per gender wanted: (ending, its replacement)
+    "es": {"m": (("as", "os"), ("a", "o")), "f": (("os", "as"), ("o", "a"))},
+}
+REACH = 6  # words from the term to the verb at most
+TOKEN = re.compile(r"\w+|[^\w\s]")
+
+
+def mend(text: str, terms: list[str], language: str, lexicon: Lexicon | None) -> str:
+    """`text` with each word after one of `terms` that should agree with it and does not given the term's gender
+    (its first word's, as the analyser knows it; same number only)."""
+    if lexicon is None or language not in COPULAS:
+        return text
+    for term in terms:
+        head = term.split()[0] if term.split() else ""
+        gender, number = lexicon.gender(head) or ending(language, head), lexicon.number(head)
+        if not gender:
+            continue
+        for found in re.finditer(rf"(?<!\w){re.escape(term)}(?!\w)", text, re.IGNORECASE):
+            at = _agreeing_word(text, found.end(), gender, number, language, lexicon)
+            if at is not None:
+                text = _swapped(text, at, gender, language, lexicon)
+    return text
+
+
+def _agreeing_word(
+    text: str, start: int, gender: str, number: str, language: str, lexicon: Lexicon
+) -> re.Match | None:  # fmt: skip
+    """The word after the term ending at `start` that disagrees with its gender: the next word, or the one after a
+    copula (and adverbs) the term is the subject of; None when there is none, or another noun between could be what
+    it agrees with."""
+    tokens = list(TOKEN.finditer(text, start))[: REACH + 4]
+    if not tokens:
+        return None
+    first = tokens[0]
+    if _disagrees(lexicon.agreeing(first.group()), gender, number):
+        return first
+    between = []
+    for k, tok in enumerate(tokens[:REACH]):
+        word = tok.group().lower()
+        if not word.isalpha():
+            return None  # punctuation: the clause ended
+        if word in COPULAS[language]:
+            rest = [t for t in tokens[k + 1 :] if t.group().lower() not in ADVERBS[language]]
+            if not rest or not rest[0].group().isalpha():
+                return None
+            form = lexicon.agreeing(rest[0].group(), only=False)
+            if not _disagrees(form, gender, number):
+                return None
+            if any(lexicon.noun(w) is None or lexicon.gender(w) == form[0] for w in between):
+                return None  # an unknown word or a noun of its gender between: it may agree with that one
+            return rest[0]
+        between.append(word)
+    return None
+
+
+def _disagrees(form: tuple[str, str] | None, gender: str, number: str) -> bool:
+    """Whether an adjective's (gender, number) is of the other gender and the term's number (where known)."""
+    return form is not None and form[0] != gender and (number not in ("sg", "pl") or form[1] == number)
+
+
+def _swapped(text: str, word: re.Match, gender: str, language: str, lexicon: Lexicon) -> str:
+    """`text` with `word` in `gender` where the analyser knows that form, else as it was."""
+    old = word.group()
+    for end, other in ENDINGS[language][gender]:
+        if old.lower().endswith(end):
+            new = old[: len(old) - len(end)] + (other.upper() if old[-1].isupper() else other)
+            form = lexicon.agreeing(new, only=False)
+            if form is not None and form[0] == gender:
+                return text[: word.start()] + new + text[word.end() :]
+            break
+    return text

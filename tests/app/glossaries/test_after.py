@@ -1,0 +1,44 @@
+"""The words after a glossary term made to agree with it (`app.glossaries.after`), on Debian's Spanish analyser."""
+
+import pytest
+
+from app.glossaries.after import mend
+from app.glossaries.lexicon import lexicon
+
+pytestmark = pytest.mark.skipif(lexicon("es") is None, reason="no Spanish analyser (Debian's apertium-eng-spa)")
+
+MENDED = [  # outputs of the built-in model with a glossary, each word after its term written for the model's own word
+    ("Mi coche está aparcada delante del banco.", "coche", "Mi coche está aparcado delante del banco."),
+    ("Vivimos en una colonia tranquilo.", "colonia", "Vivimos en una colonia tranquila."),
+    ("Carpetas compartidos con que aparecen en esta lista.", "Carpetas", "Carpetas compartidas con que aparecen en "
+     "esta lista."),
+    ("Sombrillas no están permitidos dentro.", "Sombrillas", "Sombrillas no están permitidas dentro."),
+    ("La repisa en la cocina está roto.", "repisa", "La repisa en la cocina está rota."),
+    ("El cobertor es muy blanda.", "cobertor", "El cobertor es muy blando."),  # unknown to the analyser: its ending
+]
+KEPT = [
+    ("La subida ha fallado, compruebe su conexión.", "subida"),  # a perfect: the participle does not agree
+    ("Introduzca la contraseña de nuevo.", "contraseña"),  # an adverbial phrase
+    ("La base de datos estuvo restaurada anoche.", "base de datos"),  # the term's first word's gender
+    ("La repisa sobre el estante está roto.", "repisa"),  # a noun of the word's gender between: it may be that one's
+    ("El armario en la camaroom es llena de ropa.", "armario"),  # an unknown word between
+    ("La cocina llena de humo.", "cocina"),  # right after the term, a word that is also a verb
+    ("El coche, que está aparcada.", "coche"),  # another clause
+    ("La mesa es grande.", "mesa"),  # a word of both genders
+]
+
+
+@pytest.mark.parametrize(("text", "term", "want"), MENDED)
+def test_a_word_after_a_term_takes_its_gender(text, term, want):
+    assert mend(text, [term], "es", lexicon("es")) == want
+
+
+@pytest.mark.parametrize(("text", "term"), KEPT)
+def test_words_that_need_not_or_may_not_agree_stay(text, term):
+    # catches: a participle after "ha" changed, a noun between ignored, a verb taken for an adjective
+    assert mend(text, [term], "es", lexicon("es")) == text
+
+
+def test_other_languages_and_no_analyser_change_nothing():
+    assert mend("Mi coche está aparcada.", ["coche"], "de", lexicon("es")) == "Mi coche está aparcada."
+    assert mend("Mi coche está aparcada.", ["coche"], "es", None) == "Mi coche está aparcada."
