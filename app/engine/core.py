@@ -264,6 +264,7 @@ class EngineCore:
         self._release(req)
         if hyps and not req.stream and self._retried(req, hyps[0]):
             return
+        self.loop.runner.forget(req.src)  # done: its source's memory is no longer kept
         queue_s, total_s = (req.admitted or now) - req.arrival, now - req.arrival
         generated = len(hyps[0].tokens) if hyps else 0
         m = self.metrics
@@ -310,6 +311,7 @@ class EngineCore:
     def _fail(self, req: EngineRequest, message: str, error_type: str = "generation") -> None:
         """Send a request its error (failures are counted once, by the front that answers them)."""
         self._release(req)
+        self.loop.runner.forget(req.src)
         now = time.monotonic()
         queue_s = (req.admitted or now) - req.arrival
         self._box(req.front).results.append(Result(req.id, [], queue_s, now - req.arrival, message, error_type))

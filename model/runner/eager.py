@@ -11,6 +11,7 @@ from torch import Tensor
 from model.network.step import StepInputs
 from model.network.transformer import Seq2SeqTransformer
 from model.runner.graphs import Graphs
+from model.runner.memories import Memories
 from model.runner.pool import KVPool
 
 if TYPE_CHECKING:
@@ -25,15 +26,20 @@ class Eager:
         self.model, self.cfg = model, model.cfg
         self.work = Graphs()  # the step's work after the logits runs eagerly
         self.spare: KVPool | None = None  # the last finished batch's pool, for the next
+        self.memories = Memories()  # sources of requests still decoding (a glossary retry's, its alignment's)
 
     @property
     def device(self) -> torch.device:
         """The network's device."""
         return self.model.device
 
-    def encode(self, src: Tensor, src_mask: Tensor) -> Tensor:
-        """The network's encoder: memory (B, S, d_model)."""
-        return self.model.encode(src, src_mask)
+    def encode(self, src: Tensor, src_mask: Tensor, keep: list[bool] | None = None) -> Tensor:
+        """The network's encoder: memory (B, S, d_model) (a source kept: as it was; rows `keep` kept)."""
+        return self.memories.encode(self.model.encode, src, src_mask, keep)
+
+    def forget(self, src: list[int]) -> None:
+        """A source kept no longer (its request is done)."""
+        self.memories.forget(src)
 
     def cross_kv(self, memory: Tensor) -> tuple[Tensor, Tensor]:
         """Every decoder layer's cross-attention K/V of `memory`, each (L, B, H, S, D)."""

@@ -82,8 +82,10 @@ class DecodeLoop:
         """Encode new requests and project their cross-attention K/V once, and decode their forced prefixes
         teacher-forced (a glossary retry's: one pass instead of a step per token); they join with `join`."""
         src, src_mask = pad_batch([r.src for r in requests], self.runner.cfg.pad_id, self.runner.device)
-        new = Encoded(requests, *self.runner.cross_kv(self.runner.encode(src, src_mask)), src_mask)
-        at = [i for i, r in enumerate(requests) if r.params.prefix]
+        keep = [bool(r.params.constraint_spans) for r in requests]  # encoded again to align or retry, until done
+        new = Encoded(requests, *self.runner.cross_kv(self.runner.encode(src, src_mask, keep)), src_mask)
+        at = [i for i, r in enumerate(requests) if r.params.prefix and r.params.beam_size > 1]  # one-row requests book
+        # their tokens on the host, step by step
         if at:
             new.forced = self._forced(new, at)
         return new

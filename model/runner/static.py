@@ -87,10 +87,14 @@ class StaticDecoder:
         """The model's device."""
         return self.model.device
 
-    def encode(self, src: Tensor, src_mask: Tensor) -> Tensor:
-        """The model's encoder, on attention kernels with stable plans."""
+    def encode(self, src: Tensor, src_mask: Tensor, keep: list[bool] | None = None) -> Tensor:
+        """The model's encoder, on attention kernels with stable plans (`Eager.encode`)."""
         with self.attention():
-            return self.model.encode(src, src_mask)
+            return self.eager.encode(src, src_mask, keep)
+
+    def forget(self, src: list[int]) -> None:
+        """A source kept no longer (its request is done)."""
+        self.eager.forget(src)
 
     def cross_kv(self, memory: Tensor) -> tuple[Tensor, Tensor]:
         """Every decoder layer's cross-attention K/V of `memory`, each (L, B, H, S, D)."""

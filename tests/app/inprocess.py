@@ -40,12 +40,12 @@ class Faulty:
     def __getattr__(self, name):
         return getattr(self.model, name)
 
-    def encode(self, src, src_mask):
+    def encode(self, src, src_mask, keep=None):
         self.encoded.append(src.shape[0])
         n = len(self.poison)
         if src.shape[1] >= n and bool((src[:, :n] == self.poison).all(1).any()):
             raise RuntimeError("poisoned input")
-        return self.model.encode(src, src_mask)
+        return self.model.encode(src, src_mask, keep)
 
     def step_logits(self, state):
         if self.step_error is not None:

@@ -229,12 +229,16 @@ def test_a_missed_glossary_term_is_decoded_again_with_it_forced():
     at = en.index("entirely")
     spans = tuple(tok.source_spans(en, [(at, at + len("entirely"))], lead=1))
     params = DecodeParams(max_new_tokens=64).constrained((tuple(tok.encode_target("completamente")),), spans=spans)
+    encoded, encoder = [], ck.model.encode
+    ck.model.encode = lambda src, mask: encoded.append(src.shape[0]) or encoder(src, mask)
     for stream in (False, True):
         core.submit(FRONT, Submit(1, params, [WireUnit(7, tok.encode(en))], stream, time.monotonic()))
         (result,) = [r for u in rounds(core) for r in u.results]
         out = tok.decode(result.hypotheses[0].tokens)
         assert ("completamente" in out) != stream, out  # streamed: no retry (the model writes "enteramente")
+        assert not core.loop.runner.memories.kept  # its source forgotten once it is done
     assert core.metrics.glossary_retries.labels("en-es", "placed")._value.get() == 1  # the one retry, counted
+    assert encoded == [1, 1]  # its source kept for its alignment and retry: encoded once per request
 
 
 def test_a_request_is_decoded_again_at_most_max_retries_times(monkeypatch, checkpoint):

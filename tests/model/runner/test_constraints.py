@@ -309,6 +309,8 @@ def test_a_forced_prefix_is_decoded_in_one_pass(model, monkeypatch):
     with torch.inference_mode():
         loop.join(loop.prefill(reqs))
     assert [s.steps for s in loop.state.seqs] == [len(r.params.prefix) for r in reqs]
+    greedy = Request(20, _src(9), DecodeParams(max_new_tokens=12, prefix=(5, 6, 7)))  # books its tokens as it goes
+    assert generate(model, [greedy, *reqs], words=words)[0][0].tokens[:3] == [5, 6, 7]
     monkeypatch.setattr(DecodeLoop, "_forced", lambda *_: None)  # the prefix forced one step at a time
     stepped = generate(model, reqs, words=words)
     assert [tokens(h) for h in stepped] == [tokens(h) for h in once]
