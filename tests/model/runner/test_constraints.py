@@ -3,6 +3,7 @@ constrained request decodes the same alone, batched beside other requests, seque
 prefix of its result; requests without constraints beside it are untouched; the progress columns and the bank
 allocation on hand-made cases."""
 
+import copy
 import dataclasses
 
 import pytest
@@ -288,15 +289,21 @@ def _prefixed() -> list[Request]:
 
 
 def _words(model) -> Words:
-    starts = torch.zeros(model.cfg.tgt_vocab_size, dtype=torch.bool)
+    starts = torch.zeros(model.cfg.tgt_vocab_size, dtype=torch.bool, device=model.device)
     starts[::2] = True
     return Words(starts, ~starts)
 
 
-def test_a_forced_prefix_is_decoded_in_one_pass(model, monkeypatch):
+CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=CUDA)])
+def test_a_forced_prefix_is_decoded_in_one_pass(model, monkeypatch, device):
     # catches: a prefix whose K/V, history or log-probabilities differ from its steps', constraint columns not
     # replayed over it (a term met in the prefix wanted again, a window never opened), a request that still steps
-    # through its prefix (the retry's cost), prefilled requests that differ batched, alone or overlapped
+    # through its prefix (the retry's cost), prefilled requests that differ batched, alone or overlapped (on the
+    # GPU's CUDA lane too: bench/gpu/lanes.sh takes the files that name cuda)
+    model = copy.deepcopy(model).to(device)
     reqs, words = _prefixed(), _words(model)
     tokens = lambda hyps: [h.tokens for h in hyps]  # noqa: E731
     scores = lambda hyps: [h.score for h in hyps]  # noqa: E731
