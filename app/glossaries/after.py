@@ -1,8 +1,9 @@
-"""The words after a glossary term that agree with it: an adjective or participle right after the term, or after a
-verb like "ser" or "estar" whose subject it is ("Mi coche está aparcado", "una colonia tranquila"). The model chose
-them for its own word ("furgoneta", "barrio"); the term's gender is the analyser's (else its ending's), and the word
-takes the other ending only where the analyser knows both forms. Same length: alignments and offsets keep.
-Languages without a table are left as they are."""
+"""The words after a glossary term that agree with it: an adjective or participle right after the term (not after a
+noun after "de": "el coche de mi jefa nuevo"), or after a verb like "ser" or "estar" whose subject the term is, at
+the start of its clause ("Mi coche está aparcado", not "El coche de mi jefa está aparcado"; "una colonia
+tranquila"). The model chose them for its own word ("furgoneta", "barrio"); the term's gender is the analyser's
+(else its ending's), and the word takes the other ending only where the analyser knows both forms. Same length:
+alignments and offsets keep. Languages without a table are left as they are."""
 
 from __future__ import annotations
 
@@ -15,6 +16,15 @@ COPULAS: dict[str, frozenset[str]] = {
     "es": frozenset("es son era eran fue fueron será serán sea sean está están estaba estaban estuvo estuvieron estará "
                     "estarán esté estén parece parecen parecía quedó quedaron queda quedan sigue siguen".split()),
 }  # fmt: skip
+DETERMINERS: dict[str, frozenset[str]] = {
+    "es": frozenset("el la los las un una unos unas mi mis tu tus su sus nuestro nuestra nuestros nuestras vuestro "
+                    "vuestra vuestros vuestras este esta estos estas ese esa esos esas aquel aquella aquellos "
+                    "aquellas".split()),
+}  # fmt: skip
+OPENERS: dict[str, frozenset[str]] = {  # words after which a clause, and so its subject, starts
+    "es": frozenset("y e o u pero porque que cuando si aunque pues mientras".split()),
+}
+OF: dict[str, frozenset[str]] = {"es": frozenset({"de", "del"})}  # "el coche de mi jefa": what follows may be coche's
 ADVERBS: dict[str, frozenset[str]] = {
     "es": frozenset("muy tan más menos bastante demasiado no ya todavía aún siempre algo casi ahora completamente "
                     "totalmente".split()),
@@ -37,24 +47,42 @@ def mend(text: str, terms: list[str], language: str, lexicon: Lexicon | None) ->
         if not gender:
             continue
         for found in re.finditer(rf"(?<!\w){re.escape(term)}(?!\w)", text, re.IGNORECASE):
-            at = _agreeing_word(text, found.end(), gender, number, language, lexicon)
+            before = _word_before(text, found.start(), language)
+            if before in OF[language]:
+                continue
+            subject = before is None or before in OPENERS[language]
+            at = _agreeing_word(text, found.end(), gender, number, language, lexicon, subject)
             if at is not None:
                 text = _swapped(text, at, gender, language, lexicon)
     return text
 
 
+def _word_before(text: str, start: int, language: str) -> str | None:
+    """The word before a term starting at `start`, its determiners passed over (lowered; "." for punctuation; None at
+    the text's start)."""
+    for token in reversed(TOKEN.findall(text[:start])):
+        word = token.lower()
+        if not word.isalpha():
+            return "."
+        if word not in DETERMINERS[language]:
+            return word
+    return None
+
+
 def _agreeing_word(
-    text: str, start: int, gender: str, number: str, language: str, lexicon: Lexicon
+    text: str, start: int, gender: str, number: str, language: str, lexicon: Lexicon, subject: bool
 ) -> re.Match | None:  # fmt: skip
-    """The word after the term ending at `start` that disagrees with its gender: the next word, or the one after a
-    copula (and adverbs) the term is the subject of; None when there is none, or another noun between could be what
-    it agrees with."""
+    """The word after the term ending at `start` that disagrees with its gender: the next word, or where the term
+    opens its clause (`subject`) the one after a copula (and adverbs); None when there is none, or another noun
+    between could be what it agrees with."""
     tokens = list(TOKEN.finditer(text, start))[: REACH + 4]
     if not tokens:
         return None
     first = tokens[0]
     if _disagrees(lexicon.agreeing(first.group()), gender, number):
         return first
+    if not subject:
+        return None
     between = []
     for k, tok in enumerate(tokens[:REACH]):
         word = tok.group().lower()

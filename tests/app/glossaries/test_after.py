@@ -10,11 +10,15 @@ pytestmark = pytest.mark.skipif(lexicon("es") is None, reason="no Spanish analys
 MENDED = [  # outputs of the built-in model with a glossary, each word after its term written for the model's own word
     ("Mi coche está aparcada delante del banco.", "coche", "Mi coche está aparcado delante del banco."),
     ("Vivimos en una colonia tranquilo.", "colonia", "Vivimos en una colonia tranquila."),
-    ("Carpetas compartidos con que aparecen en esta lista.", "Carpetas", "Carpetas compartidas con que aparecen en "
-     "esta lista."),
+    (
+        "Carpetas compartidos con que aparecen en esta lista.",
+        "Carpetas",
+        "Carpetas compartidas con que aparecen en esta lista.",
+    ),
     ("Sombrillas no están permitidos dentro.", "Sombrillas", "Sombrillas no están permitidas dentro."),
     ("La repisa en la cocina está roto.", "repisa", "La repisa en la cocina está rota."),
     ("El cobertor es muy blanda.", "cobertor", "El cobertor es muy blando."),  # unknown to the analyser: its ending
+    ("Compré la mesa y la repisa está roto.", "repisa", "Compré la mesa y la repisa está rota."),  # a clause's subject
 ]
 KEPT = [
     ("La subida ha fallado, compruebe su conexión.", "subida"),  # a perfect: the participle does not agree
@@ -25,6 +29,10 @@ KEPT = [
     ("La cocina llena de humo.", "cocina"),  # right after the term, a word that is also a verb
     ("El coche, que está aparcada.", "coche"),  # another clause
     ("La mesa es grande.", "mesa"),  # a word of both genders
+    ("El libro sobre la repisa está roto.", "repisa"),  # the term after a preposition: not the subject
+    ("El coche de mi jefa está aparcado.", "jefa"),
+    ("La foto del coche es bonita.", "coche"),
+    ("El coche de mi jefa nuevo.", "jefa"),  # after "de": the adjective may be the noun's before
 ]
 
 
@@ -35,7 +43,8 @@ def test_a_word_after_a_term_takes_its_gender(text, term, want):
 
 @pytest.mark.parametrize(("text", "term"), KEPT)
 def test_words_that_need_not_or_may_not_agree_stay(text, term):
-    # catches: a participle after "ha" changed, a noun between ignored, a verb taken for an adjective
+    # catches: a participle after "ha" changed, a noun between ignored, a verb taken for an adjective, a term inside a
+    # prepositional phrase taken for the subject ("El coche de mi jefa está aparcada")
     assert mend(text, [term], "es", lexicon("es")) == text
 
 
