@@ -25,6 +25,7 @@ OPENERS: dict[str, frozenset[str]] = {  # words after which a clause, and so its
     "es": frozenset("y e o u pero porque que cuando si aunque pues mientras".split()),
 }
 OF: dict[str, frozenset[str]] = {"es": frozenset({"de", "del"})}  # "el coche de mi jefa": what follows may be coche's
+LINKS: dict[str, frozenset[str]] = {"es": frozenset({"a", "de"})}  # after a word, make it a phrase's: "junto a"
 ADVERBS: dict[str, frozenset[str]] = {
     "es": frozenset("muy tan más menos bastante demasiado no ya todavía aún siempre algo casi ahora completamente "
                     "totalmente".split()),
@@ -93,8 +94,8 @@ def _agreeing_word(
             if not rest or not rest[0].group().isalpha():
                 return None
             form = lexicon.agreeing(rest[0].group(), only=False)
-            if not _disagrees(form, gender, number):
-                return None
+            if not _disagrees(form, gender, number) or (len(rest) > 1 and rest[1].group().lower() in LINKS[language]):
+                return None  # agrees, or begins a phrase of its own ("junto a")
             if any(lexicon.noun(w) is None or lexicon.gender(w) == form[0] for w in between):
                 return None  # an unknown word or a noun of its gender between: it may agree with that one
             return rest[0]

@@ -33,6 +33,9 @@ KEPT = [
     ("El coche de mi jefa está aparcado.", "jefa"),
     ("La foto del coche es bonita.", "coche"),
     ("El coche de mi jefa nuevo.", "jefa"),  # after "de": the adjective may be the noun's before
+    ("La casa está solo a cinco minutos.", "casa"),  # an adverb too
+    ("La silla está junto a la mesa.", "silla"),  # a phrase of its own
+    ("La caja está bajo la mesa.", "caja"),  # a preposition too
 ]
 
 
