@@ -28,17 +28,20 @@ class Memories:
     ) -> Tensor:  # fmt: skip
         """Memory (B, S, d_model) of sources src (B, S) with src_mask (B, S), zeros past each source's end; those of
         rows `keep` kept until forgotten."""
+        if not self.kept and not (keep and any(keep)):
+            return encoder(src, src_mask)  # nothing to read or keep: no copy of the ids to the host
         lens = src_mask.sum(1).tolist()
         keys = [tuple(row[:n]) for row, n in zip(src.tolist(), lens, strict=True)]
         missing = [i for i, k in enumerate(keys) if k not in self.kept]
         fresh = None
         if missing:
-            at = torch.tensor(missing, device=src.device)
-            fresh = encoder(src.index_select(0, at), src_mask.index_select(0, at))  # (m, S, d_model)
+            whole = len(missing) == len(keys)
+            at = None if whole else torch.tensor(missing, device=src.device)
+            fresh = encoder(src, src_mask) if whole else encoder(src.index_select(0, at), src_mask.index_select(0, at))
             for j, i in enumerate(missing):
                 if keep is not None and keep[i]:
                     self._keep(keys[i], fresh[j, : lens[i]].clone())
-            if len(missing) == len(keys):
+            if whole:
                 return fresh
         out = None
         for i, key in enumerate(keys):
