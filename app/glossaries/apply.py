@@ -35,15 +35,19 @@ class GlossaryUse:
         self.matcher, self.encode, self.max_constraints = Matcher(entries, derived), encode, max_constraints
         self.spells, self.max_tokens, self.agreeing = spells, max_tokens, agreeing
         self._ids: dict[str, tuple[int, ...]] = {}
+        self._found_in: dict[str, list[Match]] = {}  # per text: planning, constraints, agreement and the answer ask
 
     def matched(self, text: str) -> list[Entry]:
         """The entries a text matches, each once, in the order they first occur."""
         return list(dict.fromkeys((m.source, m.target) for m in self._matches(text)))
 
     def _matches(self, text: str) -> list[Match]:
-        """The matcher's matches but an entry's plural where the word before makes it a verb ("it updates")."""
-        plurals = self.plurals
-        return [m for m in self.matcher.find(text) if not (m.plural and plurals and plurals.verb_before(text, m.start))]
+        """The matcher's matches but an entry's plural where the word before makes it a verb ("it updates"); found
+        once per text."""
+        if text not in self._found_in:
+            verb = lambda m: m.plural and self.plurals and self.plurals.verb_before(text, m.start)  # noqa: E731
+            self._found_in[text] = [m for m in self.matcher.find(text) if not verb(m)]
+        return self._found_in[text]
 
     def verbatim(self, text: str) -> list[tuple[int, int]]:
         """Spans of the text matched by entries kept as they are (do-not-translate: target equals source) that the
