@@ -158,17 +158,15 @@ class MultiHeadAttention(nn.Module):
         q = self.split(self.q_proj(x))  # (n, H, 1, D)
         n, h, _, d = q.shape
         if groups is None:
-            out, mean = self._with_mean(q, k, v, mask, heads)
+            out, mean = self.with_mean(q, k, v, mask, heads)
             return self.out_proj(out.transpose(1, 2).reshape(n, 1, h * d)), mean[:, 0]
-        got = [self._with_mean(*p, heads) for p in groups.parts(q, k, v, mask)]  # (G, H, W, D), (G, W, S) each
+        got = [self.with_mean(*p, heads) for p in groups.parts(q, k, v, mask)]  # (G, H, W, D), (G, W, S) each
         outs, means = zip(*got, strict=True)
         return self.out_proj(groups.rows(*outs)), groups.rows(*(m[:, None] for m in means))[:, 0]
 
-    def _with_mean(
-        self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor, heads: tuple[int, ...]
-    ) -> tuple[Tensor, Tensor]:
-        """`attend` of a step's queries (B, H, W, D) and the distributions averaged over `heads` (B, W, S): one
-        q k^T for both where the attention is two GEMVs (the same numbers)."""
+    def with_mean(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor, heads: tuple[int, ...]) -> tuple[Tensor, Tensor]:
+        """`attend` of a step's queries (B, H, W, D) (or a teacher-forced pass's) and the distributions averaged over
+        `heads` (B, W, S): one q k^T for both where the attention is two GEMVs (the same numbers)."""
         if self.gemv(q, True):
             probs = probabilities(q, k, mask)  # (B, H, W, S)
             return torch.matmul(probs, v), head_mean(probs, heads)

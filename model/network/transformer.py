@@ -238,11 +238,8 @@ class Seq2SeqTransformer(nn.Module):
                 k, v = cross[0][i], cross[1][i]  # (B, H, S, D)
                 if align is None or align[0] != i:
                     return attn(h, k, v, src_bias)
-                q = attn.split(attn.q_proj(h))  # (B, H, T, D)
-                probs = probabilities(q, k, src_bias)  # (B, H, T, S)
-                aligned = head_mean(probs, align[1])
-                b, _, _, d = q.shape
-                return attn.out_proj(torch.matmul(probs, v).transpose(1, 2).reshape(b, t, -1))
+                out, aligned = attn.with_mean(attn.split(attn.q_proj(h)), k, v, src_bias, align[1])  # (B, H, T, D)
+                return attn.out_proj(out.transpose(1, 2).reshape(h.shape[0], t, -1))
 
             x = layer.self_block(x, self_attend)
             x = layer.cross_block(x, cross_attend)
