@@ -65,8 +65,8 @@ class Item:
 
 class Job:
     """Submits an HTTP request's units to one engine core and turns its events into text. Only a job that streams
-    gets (and detokenizes) tokens as they come (a beam search's once they are stable); the others get each unit's
-    result once."""
+    gets (and detokenizes) tokens as they come (a beam search's once they are stable; a unit with markup or glossary
+    terms whole, with its result, as the answer has it); the others get each unit's result once."""
 
     def __init__(
         self,
@@ -82,7 +82,7 @@ class Job:
     ):
         self.entry, self.params = entry, params
         self.unit_params = unit_params  # a unit's own parameters, from its text (a glossary's constraints)
-        self.agreed = agreed  # a unit's translation with the words after its terms agreeing (not streamed: it is out)
+        self.agreed = agreed  # a unit's translation with the words after its terms agreeing
         self.tokenizer = entry.checkpoint.tokenizer
         self.prefix, self.detected = list(prefix), detected  # language tokens before each unit; source "auto"
         self.arrival = time.monotonic()
@@ -101,7 +101,8 @@ class Job:
             own = self.unit_params(text) if self.unit_params is not None else self.params
             if u in layout.tagged:  # its tags go back by alignment, once the unit is finished
                 own = dataclasses.replace(own, align=True)
-            detok = self.tokenizer.detokenizer() if self.stream and u not in layout.tagged else None
+            held = u in layout.tagged or own.revisable  # its text comes whole: markup put back, glossary terms mended
+            detok = self.tokenizer.detokenizer() if self.stream and not held else None
             units.append(Unit(ids, own if own != self.params else None, detok=detok))
         return units
 
@@ -187,10 +188,10 @@ class Job:
             status = 503 if event.error_type == "not_ready" else 500
             raise ApiError(status, event.error_type, f"q[{i}]: {event.error}")
         unit.result = event
-        if u in item.layout.tagged and self.stream:
-            unit.buffered.append(self.unit_text(item, u))
-            return self._advance(item)
-        if unit.detok is None:
+        if unit.detok is None:  # not streamed token by token: a stream gets its text whole, as the answer has it
+            if self.stream:
+                unit.buffered.append(self.unit_text(item, u))
+                return self._advance(item)
             return ""
         unit.detok.ids = list(event.hypotheses[0].tokens)  # the whole output, whatever was streamed of it
         unit.buffered.append(unit.detok.flush())
@@ -227,7 +228,8 @@ class Job:
         tagged = item.layout.tagged.get(u)
         if tagged is None:
             text = self.tokenizer.decode(hyp.tokens)
-            return self.agreed(item.layout.units[u], text) if self.agreed is not None and not self.stream else text
+            streamed = item.units[u].detok is not None  # its words are out
+            return self.agreed(item.layout.units[u], text) if self.agreed is not None and not streamed else text
         if (u, rank) not in item.placed:
             src = source_words(self.tokenizer, tagged.text, len(self.prefix))
             out = target_words(self.tokenizer, hyp.tokens)

@@ -79,7 +79,8 @@ class EngineCore:
             box.refused.append((job.job, f"queue full ({self.max_queue} waiting)"))
             return
         for unit in job.units:
-            req = EngineRequest(unit.src, job.unit_params(unit), unit.id, front, job.stream, job.arrival)
+            params = job.unit_params(unit)  # a revisable one streams whole, with its result (`DecodeParams.revisable`)
+            req = EngineRequest(unit.src, params, unit.id, front, job.stream and not params.revisable, job.arrival)
             self.requests[req.key] = req
             self.scheduler.add(req)
         box.accepted.append(job.job)
@@ -286,7 +287,7 @@ class EngineCore:
     def _retried(self, req: EngineRequest, best: Hypothesis) -> bool:
         """Whether the request is queued again with a missing glossary term forced (`model.runner.fallback`), or a
         term made to agree with the word before it (`model.runner.agreement`)."""
-        if not req.params.constraint_spans or self.starts is None or req.retries >= MAX_RETRIES:
+        if not req.params.revisable or self.starts is None or req.retries >= MAX_RETRIES:
             return False
         params, reason = redo(self.loop.runner, self.starts, req.src, req.params, best.tokens, self.joins), "placed"
         if params is None:

@@ -123,6 +123,12 @@ class DecodeParams:
         return dataclasses.replace(self, constraints=tuple(constraints), beam_size=beam, constraint_spans=tuple(spans))
 
     @property
+    def revisable(self) -> bool:
+        """Its finished output may be decoded again or mended (glossary terms with source spans: a missed term is
+        forced, a word made to agree), so a stream gets it whole, with its result: what it streams stays its answer."""
+        return bool(self.constraint_spans)
+
+    @property
     def scored(self) -> bool:
         """Needs per-step log-probabilities: beam search always, greedy and sampling when asked for scores."""
         return self.beam_size > 1 or self.return_scores

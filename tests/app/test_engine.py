@@ -214,7 +214,8 @@ def test_cpu_budget_fits_max_batch_size_requests_of_any_beam(checkpoint):
 
 
 def test_a_missed_glossary_term_is_decoded_again_with_it_forced():
-    # catches: the core sending a result that misses a placed term (no retry), or retrying a streamed request
+    # catches: the core sending a result that misses a placed term (no retry), or streaming a revisable request's
+    # tokens (its output may still change: the stream gets it whole)
     from app.engine.messages import Submit, WireUnit
     from model.loading.checkpoint import load
     from model.runner.constraints import Words
@@ -233,11 +234,13 @@ def test_a_missed_glossary_term_is_decoded_again_with_it_forced():
     ck.model.encode = lambda src, mask: encoded.append(src.shape[0]) or encoder(src, mask)
     for stream in (False, True):
         core.submit(FRONT, Submit(1, params, [WireUnit(7, tok.encode(en))], stream, time.monotonic()))
-        (result,) = [r for u in rounds(core) for r in u.results]
+        updates = rounds(core)
+        (result,) = [r for u in updates for r in u.results]
         out = tok.decode(result.hypotheses[0].tokens)
-        assert ("completamente" in out) != stream, out  # streamed: no retry (the model writes "enteramente")
+        assert "completamente" in out, out  # decoded again with it forced (the model writes "enteramente")
+        assert not [i for u in updates for i in u.ids]  # streamed or not: no token before its result
         assert not core.loop.runner.memories.kept  # its source forgotten once it is done
-    assert core.metrics.glossary_retries.labels("en-es", "placed")._value.get() == 1  # the one retry, counted
+    assert core.metrics.glossary_retries.labels("en-es", "placed")._value.get() == 2  # one retry each, counted
     assert encoded == [1, 1]  # its source kept for its alignment and retry: encoded once per request
 
 

@@ -12,7 +12,7 @@ from app.glossaries.records import Glossary
 from app.glossaries.sqlite_store import SqliteGlossaries
 from bench.harness.client import HTTP
 from bench.harness.server import ServerProcess, add_keys
-from tests.app.helpers import ok, stream
+from tests.app.helpers import check_stream, ok, stream
 from tests.app.test_errors import check_error
 
 LIMITS = ("--glossary-max-entries", "3", "--glossary-max-entry-bytes", "40", "--glossary-max-bytes", "60")
@@ -179,6 +179,28 @@ def test_terms_are_enforced_by_the_decoder(builtin):
     assert ok(builtin.url, texts, glossary={"zebra": "cebra"})["translatedText"] == plain
     _, events = stream(builtin.url, texts[:1], glossary=glossary)
     assert events[-1].data["translatedText"] == out[:1]
+
+
+def retries(url: str) -> dict[str, float]:
+    """mt_glossary_retries_total per reason, as /metrics shows it."""
+    lines = HTTP.get(url + "/metrics").text.splitlines()
+    return {ln.split('reason="')[1].split('"')[0]: float(ln.split()[-1])
+            for ln in lines if ln.startswith("mt_glossary_retries_total{")}  # fmt: skip
+
+
+@pytest.mark.parametrize(("text", "glossary", "reason"), [
+    ("Delete the old files to free up space.", {"files": "ficheros"}, "placed"),  # the first output missed its term
+    ("The kitchen has a big window.", {"window": "ventanal"}, "agreement"),  # "una ventanal" decoded again
+])  # fmt: skip
+def test_a_streamed_glossary_text_is_its_answer(builtin, text, glossary, reason):
+    """A stream gets a text with glossary terms whole, after its retries and mends: its deltas concatenate to the
+    answer's text and `done` is the answer (the first output, streamed as decoded, would differ)."""
+    # catches: a stream's glossary text not decoded again (or streamed before it is), its mend left out
+    before = retries(builtin.url).get(reason, 0)
+    check_stream(builtin.url, text, glossary=glossary)  # the stream first, then the JSON answer
+    assert retries(builtin.url)[reason] == before + 2  # both decoded again
+    out = ok(builtin.url, text, glossary=glossary)
+    assert out["details"]["glossary"][0]["applied"], out
 
 
 def test_a_document_reports_its_terms(builtin):

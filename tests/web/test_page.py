@@ -15,7 +15,7 @@ import pytest
 
 from bench.harness.client import HTTP
 from bench.harness.server import ServerProcess
-from tests.app.helpers import stream
+from tests.app.helpers import ok
 from tests.documents import build
 
 CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
@@ -269,8 +269,8 @@ def test_overloaded_server_shows_a_readable_message(servers, browser):
 
 def test_pasted_terms_go_as_the_inline_glossary(servers, browser):
     """Terms pasted as "source<TAB>target" or "source = target" lines are sent as the inline glossary: the page shows
-    the same translation as the streamed answer with that glossary (the page streams: a term missed in a stream is
-    not decoded again, its words being out) and the glossary's report."""
+    the same translation as the answer with that glossary (the page streams; a text with terms streams whole, as the
+    answer has it) and the glossary's report."""
     url = servers["ok"].url
     open_page(browser, url)
     fill(browser, TEXT)
@@ -278,8 +278,7 @@ def test_pasted_terms_go_as_the_inline_glossary(servers, browser):
        "g.dispatchEvent(new Event('input', {bubbles: true}));", "dog\tperro\nred = rojo")  # would leave the box
     browser.find_element(By.ID, "go").click()
     final = wait_done(browser)
-    _, events = stream(url, TEXT, glossary="dog\tperro\nred\trojo")
-    assert final == events[-1].data["translatedText"]
+    assert final == ok(url, TEXT, glossary="dog\tperro\nred\trojo")["translatedText"]
     shown = js(browser, "return document.getElementById('details').textContent")
     assert "dog → perro" in shown and "red → rojo" in shown
 
