@@ -17,7 +17,7 @@ ERROR_TYPES = (
     "unsupported_language", "payload_too_large", "validation", "overloaded", "not_ready", "generation", "forbidden",
     "rate_limited", "unavailable", "insufficient_storage", "stalled_client",
 )  # fmt: skip
-RETRY_REASONS = ("placed", "agreement")  # a term missed and forced where its source aligns; a word made to agree
+RETRY_REASONS = ("placed", "agreement", "unfinished")  # why a glossary text is decoded again
 DIALECTS = ("libretranslate", "deepl")  # the APIs the server speaks (mt_api_requests_total's label)
 FINISH_REASONS = ("eos", "length", "aborted")
 DEPENDENCIES = ("key_store", "cache", "glossary_store", "document_store")  # app.dependency: what requests need

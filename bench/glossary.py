@@ -6,7 +6,7 @@ the requests carry 2 terms against the same batch without, and a request without
     python -m bench.glossary build   # (re)make bench/data/glossary_terms.tsv (needs debian-handbook, freedict)
     python -m bench.glossary         # measure, print and write the section of docs/benchmarks.md
     python -m bench.glossary cost    # the cost alone (offline), printed
-    python -m bench.glossary quality [--beam N] [--set eval|check] [--split test]
+    python -m bench.glossary quality [--beam N] [--set eval|check|short] [--split test]
                                      # offline: how well the outputs with terms read (bench/glossary_quality.py)
 
 The term test set: sentences of the held-out everyday phrases and Debian Handbook test pairs whose reference uses a
@@ -260,8 +260,8 @@ def term_outputs(rows: list[gq.Row], beam: int, workdir: Path, url: str | None =
 def quality(args) -> int:
     """Translate a set's sentences plain and with their terms, print the metrics and sample outputs, keep the
     outputs as JSON (`python -m bench.glossary_quality FILE` scores them again)."""
-    split = args.split or ("check" if args.set == "check" else "test")
-    rows = gq.read(gq.EVAL if args.set == "eval" else gq.CHECK, None if split == "all" else split)
+    split = args.split or {"check": "check", "short": "short"}.get(args.set, "test")
+    rows = gq.read(gq.SETS[args.set], None if split == "all" else split)
     start = time.perf_counter()
     args.workdir.mkdir(parents=True, exist_ok=True)
     outputs, plain = term_outputs(rows, args.beam, args.workdir, args.url)
@@ -340,7 +340,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.glossary", description=__doc__.split("\n\n")[0])
     p.add_argument("what", nargs="?", choices=["build", "measure", "quality", "cost"], default="measure")
     p.add_argument("--beam", type=int, default=1, help="quality: beam size (1: greedy, as the server's default)")
-    p.add_argument("--set", choices=["eval", "check"], default="eval", help="quality: which set (eval)")
+    p.add_argument("--set", choices=list(gq.SETS), default="eval", help="quality: which set (eval)")
     p.add_argument("--split", default=None, help="quality: dev, test, check or all (test; check for the check set)")
     p.add_argument("--samples", type=int, default=20, help="quality: sample outputs printed (20)")
     p.add_argument("--url", help="quality: a running server to measure (another tree's) instead of starting one")

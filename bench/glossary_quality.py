@@ -1,5 +1,6 @@
 """Glossary outputs that read well, measured (issue 42): the hand-written en->es term sets
-(bench/data/glossary_eval.tsv, split dev/test, and the independent bench/data/glossary_check.tsv) and the metrics that
+(bench/data/glossary_eval.tsv, split dev/test, the independent bench/data/glossary_check.tsv, and
+bench/data/glossary_short.tsv: abbreviations the model reads as the start of its own longer word) and the metrics that
 catch the ways a forced term spoils a sentence. Pure Python (sacrebleu for chrF): no model, no server.
 
 Each TSV row: split, English, a reference that uses the terms verbatim, and 1-3 terms `source=target=replaced=gender`
@@ -42,11 +43,12 @@ from pathlib import Path
 import sacrebleu
 
 DATA = Path(__file__).resolve().parent / "data"
-EVAL, CHECK = DATA / "glossary_eval.tsv", DATA / "glossary_check.tsv"
+EVAL, CHECK, SHORT = DATA / "glossary_eval.tsv", DATA / "glossary_check.tsv", DATA / "glossary_short.tsv"
+SETS = {"eval": EVAL, "check": CHECK, "short": SHORT}  # short: abbreviations ("profe" for "profesor"), checked apart
 HEADER = "split\tenglish\treference\tterms"
 GENDERS = ("m", "f", "mp", "fp", "c", "cp", "-")
 COMMON = {"c": ("m", "f"), "cp": ("mp", "fp")}  # a common-gender noun: either article is right
-SPLITS = ("dev", "test", "check")
+SPLITS = ("dev", "test", "check", "short")
 REACH = 2  # words either side: the replaced word's reach and the overlap window
 CHRF_DROP = 10.0  # sentence chrF points below the plain output's that count as a drop
 WORDS = re.compile(r"[^\W_]+")  # a word: letters and digits
@@ -428,13 +430,13 @@ def main(argv: list[str] | None = None) -> int:
     """Check the sets, or score a JSON file of outputs: {"outputs": [...], "plain": [...]} for a set's rows."""
     p = argparse.ArgumentParser(prog="python -m bench.glossary_quality", description=__doc__.split("\n\n")[0])
     p.add_argument("outputs", nargs="?", type=Path, help='JSON {"outputs": [...], "plain": [...]}; none: check')
-    p.add_argument("--set", choices=["eval", "check"], default="eval")
-    p.add_argument("--split", default=None, help="dev, test or check (default: every row of the set)")
+    p.add_argument("--set", choices=list(SETS), default="eval")
+    p.add_argument("--split", default=None, help="dev, test, check or short (default: every row of the set)")
     args = p.parse_args(argv)
-    rows = read(EVAL if args.set == "eval" else CHECK, args.split)
+    rows = read(SETS[args.set], args.split)
     if args.outputs is None:
-        found = problems(read(EVAL)) + problems(read(CHECK))
-        print("\n".join(found) or f"ok: {len(read(EVAL))} eval rows, {len(read(CHECK))} check rows")
+        found = [f"{name}: {p}" for name, path in SETS.items() for p in problems(read(path))]
+        print("\n".join(found) or "ok: " + ", ".join(f"{len(read(path))} {name} rows" for name, path in SETS.items()))
         return 1 if found else 0
     got = json.loads(args.outputs.read_text(encoding="utf-8"))
     summary = evaluate(rows, got["outputs"], got["plain"])

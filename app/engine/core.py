@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from typing import TypeVar
 
 import torch
@@ -17,7 +17,7 @@ from app.engine.request import EngineRequest, Status
 from app.engine.scheduler import Limits, Scheduler
 from app.metrics import Metrics, Tally
 from model.confidence import Scorer
-from model.runner import Runner, agreement
+from model.runner import Runner, agreement, unfinished
 from model.runner.align import alignments
 from model.runner.constraints import Words
 from model.runner.fallback import redo
@@ -60,8 +60,9 @@ class EngineCore:
         self.loop = DecodeLoop(model, overlap, words)  # the running batch and the decode step in flight
         self.starts = words.starts.tolist() if words is not None else None  # target tokens that start a word
         self.joins = words.joins.tolist() if words is not None else None  # and those that continue one
+        self.vocab = unfinished.Pieces.of(words) if words is not None else None  # their text, for stand-ins
         self.reserved = 0  # cache tokens reserved by running requests
-        self.forms: dict[Probe, list[float]] = {}  # glossary terms' form scores, most recent last
+        self.probes: dict[Hashable, object] = {}  # glossary terms' probes of the model, most recent last
         self.outbox: dict[bytes, Update] = {}
         self.last_step = 0.0  # when the previous decode step's tokens came out
         metrics.add_model(name)
@@ -260,10 +261,12 @@ class EngineCore:
 
     def _finish(self, req: EngineRequest, hyps: list[Hypothesis] | None, now: float) -> None:
         """Count a finished request and send its result (aborted ones, hyps None, are only counted); one whose output
-        misses a placed glossary term is decoded once more with it forced where its source aligns (not streamed ones:
-        their text is out)."""
+        misses a placed glossary term is decoded once more with it forced where its source aligns (a stream gets such a
+        request whole: `DecodeParams.revisable`)."""
         self._release(req)
-        if hyps and not req.stream and self._retried(req, hyps[0]):
+        if hyps and req.params.stand_in:  # a term in place of the model's own word (`model.runner.unfinished`)
+            hyps, req.params = unfinished.stand(hyps, req.params, self.vocab)
+        if hyps and self._retried(req, hyps[0]):
             return
         self.loop.runner.forget(req.src)  # done: its source's memory is no longer kept
         queue_s, total_s = (req.admitted or now) - req.arrival, now - req.arrival
@@ -285,16 +288,24 @@ class EngineCore:
             self._box(req.front).results.append(Result(req.id, best, queue_s, total_s))
 
     def _retried(self, req: EngineRequest, best: Hypothesis) -> bool:
-        """Whether the request is queued again with a missing glossary term forced (`model.runner.fallback`), or a
-        term made to agree with the word before it (`model.runner.agreement`)."""
+        """Whether the request is queued again to mend its output where it first needs it (each mend forces the
+        output up to there, so the words before it stay): a term made to agree with the word before it
+        (`model.runner.agreement`), a term the model reads as the start of a longer word put in place of its own word
+        (`model.runner.unfinished`), or a missing glossary term forced (`model.runner.fallback`)."""
         if not req.params.revisable or self.starts is None or req.retries >= MAX_RETRIES:
             return False
-        params, reason = redo(self.loop.runner, self.starts, req.src, req.params, best.tokens, self.joins), "placed"
-        if params is None:
-            likely = lambda outs: agreement.likelihoods(self.loop.runner, [(tuple(req.src), o) for o in outs])  # noqa: E731
-            params, reason = agreement.redo(req.params, best.tokens, self._forms, likely), "agreement"
-        if params is None:
+        runner, src, params, tokens = self.loop.runner, req.src, req.params, best.tokens
+        likely = lambda outs: agreement.likelihoods(runner, [(tuple(src), o) for o in outs])  # noqa: E731
+        alone = lambda s, t: self._probed((s, t), lambda: unfinished.alone(runner, s, t, self.vocab))  # noqa: E731
+        mends = [
+            ("agreement", agreement.redo(params, tokens, self._forms, likely)),
+            ("unfinished", unfinished.redo(runner, src, params, tokens, self.vocab, alone)),
+            ("placed", redo(runner, self.starts, src, params, tokens, self.joins)),
+        ]
+        mends = [(reason, p) for reason, p in mends if p is not None]
+        if not mends:
             return False
+        reason, params = min(mends, key=lambda m: departs(m[1].prefix, tokens))  # the first place; ties: this order
         self.metrics.glossary_retries.labels(self.name, reason).inc()
         again = EngineRequest(req.src, params, req.id, req.front, req.stream, req.arrival, retries=req.retries + 1)
         self.requests[again.key] = again
@@ -302,12 +313,16 @@ class EngineCore:
         return True
 
     def _forms(self, probe: Probe) -> list[float]:
-        """A glossary term's form scores, cached (glossaries repeat their terms): the last 4,096 probes."""
-        if probe not in self.forms:
-            self.forms[probe] = agreement.probe(self.loop.runner, probe)
-            if len(self.forms) > 4096:
-                del self.forms[next(iter(self.forms))]
-        return self.forms[probe]
+        """A glossary term's form scores (`agreement.probe`), cached."""
+        return self._probed(probe, lambda: agreement.probe(self.loop.runner, probe))
+
+    def _probed(self, key: Hashable, ask: Callable[[], T]) -> T:
+        """A probe of the model about a glossary term, cached (glossaries repeat their terms): the last 4,096."""
+        if key not in self.probes:
+            self.probes[key] = ask()
+            if len(self.probes) > 4096:
+                del self.probes[next(iter(self.probes))]
+        return self.probes[key]
 
     def _fail(self, req: EngineRequest, message: str, error_type: str = "generation") -> None:
         """Send a request its error (failures are counted once, by the front that answers them)."""
@@ -323,3 +338,10 @@ class EngineCore:
         if box is None:
             box = self.outbox[front] = Update()
         return box
+
+
+def departs(prefix: tuple[int, ...], tokens: list[int]) -> int:
+    """Where a mend's forced `prefix` leaves the output `tokens` (their common start's length)."""
+    return next(
+        (i for i, (a, b) in enumerate(zip(prefix, tokens, strict=False)) if a != b), min(len(prefix), len(tokens))
+    )

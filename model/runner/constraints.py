@@ -31,6 +31,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from model.runner.beams import DEAD, Moves
+from model.runner.params import PARKED
 from model.runner.rows import Beams
 from model.runner.transfer import upload
 
@@ -48,13 +49,14 @@ class Words:
 
     starts: Tensor  # (V,) bool
     joins: Tensor  # (V,) bool
+    pieces: tuple[str, ...] = dataclasses.field(default=(), metadata={"host": True})  # each one's text, on the host
 
     @classmethod
     def of(cls, pieces: list[str], device: torch.device) -> Words:
         """From every target id's piece ("" for special tokens), on `device`."""
         starts = [p.startswith("\u2581") for p in pieces]
         joins = [not s and any(c.isalnum() for c in p) for s, p in zip(starts, pieces, strict=True)]
-        return cls(upload(starts, torch.bool, device), upload(joins, torch.bool, device))
+        return cls(upload(starts, torch.bool, device), upload(joins, torch.bool, device), tuple(pieces))
 
 
 @dataclass
@@ -90,7 +92,8 @@ class Constraints:
         fresh, budget = torch.zeros(n, dtype=torch.bool, device=device), torch.full_like(length, -1)
         twins = (tokens[:, :, None, :] == tokens[:, None, :, :]).all(-1)  # (N, J, J) the same tokens
         twins &= torch.ones(j, j, dtype=torch.bool, device=device).tril(-1)  # ... and an earlier constraint
-        return cls(tokens, length, torch.zeros_like(length), length == 0, span, budget, fresh, length < 0, twins)
+        met = (length == 0) | (span[..., 0] == PARKED[0])  # a term that stands in for the model's word: met already
+        return cls(tokens, length, torch.zeros_like(length), met, span, budget, fresh, length < 0, twins)
 
     def concat(self, other: Constraints) -> Constraints:
         """These rows followed by `other`'s."""

@@ -44,9 +44,11 @@ def places(tokens: list[int], term: tuple[int, ...], joins: list[bool] | None = 
 
 
 def placed(params: DecodeParams, prefix: tuple[int, ...], j: int) -> DecodeParams:
-    """`params` with `prefix` forced, which ends with constraint `j`: it is placed by it (anywhere)."""
+    """`params` with `prefix` forced, which ends with constraint `j`: it is placed by it (anywhere); of the spans that
+    are not the model's words (`mended`), those before it stay."""
     spans = tuple(ANYWHERE if k == j else s for k, s in enumerate(params.constraint_spans))
-    return dataclasses.replace(params, prefix=prefix, constraint_spans=spans)
+    kept = tuple(m for m in params.mended if m[1] <= len(prefix) - len(params.constraints[j]))
+    return dataclasses.replace(params, prefix=prefix, constraint_spans=spans, mended=kept)
 
 
 def redo(

@@ -9,6 +9,7 @@ AGREE = 4  # the beam a constrained request decodes with at least (up to the ser
 MOST_BEAM = 8  # the widest beam a glossary's terms raise a request to (the server passes its max_beam_size)
 Span = tuple[int, int, int]  # a constraint's source tokens: where its window opens, its term's start and end
 ANYWHERE: Span = (-1, -1, -1)  # a constraint's span when it is placed by the prefix
+PARKED: Span = (1 << 30, 1 << 30, (1 << 30) + 1)  # a term left to the model, to stand in for its word: met already
 
 
 @dataclass(frozen=True)
@@ -77,7 +78,9 @@ class DecodeParams:
     align: bool = False  # return each output token's source position with the result (markup put back by it)
     prefix: tuple[int, ...] = ()  # the output's first tokens, forced (a glossary term's fallback: the output up to it)
     agreement: Agreement | None = None  # how the word before each constraint is made to agree with it
-    mended: tuple[tuple[int, int], ...] = ()  # the prefix's spans mended to agree with a term (not the model's words)
+    mended: tuple[tuple[int, int], ...] = ()  # the prefix's spans that are not the model's words: a word mended to
+    # agree with a term, a term standing in for the model's word
+    stand_in: tuple[int, ...] = ()  # a term that replaces the model's first word after the prefix (`unfinished`)
 
     def __post_init__(self) -> None:
         checks = [

@@ -244,6 +244,49 @@ def test_a_missed_glossary_term_is_decoded_again_with_it_forced():
     assert encoded == [1, 1]  # its source kept for its alignment and retry: encoded once per request
 
 
+@pytest.mark.parametrize(("en", "terms", "plain", "expected"), [
+    ("The teacher is very nice.", {"teacher": "profe"}, "El profesor es muy bueno.", "El profe es muy bueno."),
+    ("My university is far from here.", {"university": "uni"}, "Mi universidad está lejos de aquí.",
+     "Mi uni está lejos de aquí."),  # the model's own word a new word after the term ("Mi uni universidad")
+    ("The old bicycle is heavier than the new bicycle.", {"bicycle": "bici"},
+     "La bicicleta vieja es más sana que la bicicleta nueva.", "La bici vieja es sanador que la bici nueva."),
+])  # fmt: skip
+def test_a_term_read_as_the_start_of_a_longer_word_stands_in_for_its_own(monkeypatch, en, terms, plain, expected):
+    """After "profe" (pieces "▁prof", "e") the model goes on with its "profesor", and what it writes instead is left of
+    that word ("El profe profesor es"); decoded again from the term's place with the term left to the model, the term
+    takes its own word's place. A term wanted twice ("bici", a forced retry's term among them) stands in each time."""
+    # catches: no stand-in retry (ONWARD out of reach), a stand-in's twin left to be met by the other occurrence ("la
+    # bicicleta nueva")
+    from app.engine.messages import Submit, WireUnit
+    from app.glossaries.apply import GlossaryUse
+    from model.loading.checkpoint import load
+    from model.runner import unfinished
+    from model.runner.constraints import Words
+    from model.runner.params import DecodeParams
+    from tests.app.inprocess import FRONT
+
+    ck = load(BUILTIN)
+    tok = ck.tokenizer
+    words = Words.of(tok.target_pieces(ck.config.tgt_vocab_size), torch.device("cpu"))
+    cons, chars = GlossaryUse(tuple(terms.items()), tok.encode_target, 7).constraints(en)
+    params = DecodeParams(max_new_tokens=64).constrained(cons, spans=tuple(tok.source_spans(en, chars, lead=1)))
+
+    def translate(onward: float) -> str:
+        monkeypatch.setattr(unfinished, "ONWARD", onward)
+        core = engine_core("en-es", ck.model, Settings(), words=words)
+        core.submit(FRONT, Submit(1, params, [WireUnit(7, tok.encode(en))], False, time.monotonic()))
+        (result,) = [r for u in rounds(core) for r in u.results]
+        return tok.decode(result.hypotheses[0].tokens), core.metrics.glossary_retries.labels("en-es", "unfinished")
+
+    assert tok.decode(oracle(ck, en)[0].tokens) == plain
+    onward = unfinished.ONWARD
+    without, _ = translate(2.0)
+    assert without != expected  # the model's word left beside the term, or what is left of it
+    text, retries = translate(onward)
+    assert text == expected
+    assert retries._value.get() == en.count(next(iter(terms)))
+
+
 def test_a_request_is_decoded_again_at_most_max_retries_times(monkeypatch, checkpoint):
     # catches: a mending rule that never settles (the same term lowered again and again) hanging its request
     from app.engine import core as engine
@@ -255,6 +298,7 @@ def test_a_request_is_decoded_again_at_most_max_retries_times(monkeypatch, check
     core.starts = []  # placed terms are known to this core
     calls = []
     monkeypatch.setattr(engine, "redo", lambda runner, starts, src, params, *rest: calls.append(1) or params)
+    monkeypatch.setattr(engine.unfinished, "redo", lambda *args: None)  # no vocabulary's pieces known here
     params = DecodeParams(max_new_tokens=8, constraints=((5,),), constraint_spans=((0, 1, 2),), beam_size=2)
     core.submit(FRONT, Submit(1, params, [WireUnit(7, checkpoint.tokenizer.encode(TEXTS[0]))], False, time.monotonic()))
     (result,) = [r for u in rounds(core) for r in u.results]

@@ -13,7 +13,7 @@ from model.runner import constraints
 from model.runner.constraints import AFTER_WORDS, WINDOW_WORDS, Constraints, Words, allocate, extra_candidates
 from model.runner.generate import generate
 from model.runner.loop import DecodeLoop
-from model.runner.params import DecodeParams, constrained_beam
+from model.runner.params import PARKED, DecodeParams, constrained_beam
 from model.runner.search import Request
 from tests.model.runner.test_decoding import MIXED, _src, _tokens
 from tests.model.runner.test_overlap import drive
@@ -131,6 +131,18 @@ def test_a_placed_term_is_offered_only_inside_its_window():
     assert between.budget.tolist() == [[0]]  # between words: the end
     glance = cons.opened(torch.tensor([[0.1, 0.1, 0.05, 0.05, 0.7]]), torch.tensor([True]))
     assert glance.budget.tolist() == [[-1]]  # mid-word ("Reinic|ia|r"): a glance at EOS, not the end
+
+
+def test_a_parked_term_is_met_from_the_start():
+    """A term left to the model (its word to stand in for: `model.runner.unfinished`) is met before any step: no
+    candidate of its tokens, no bar on EOS, the same bank for every row."""
+    # catches: a parked term still offered or waited for (EOS banned until its window passes, which it never opens)
+    cons = Constraints.start([((5, 6), (7,))], torch.device("cpu"), [(PARKED, (0, 1, 2))])
+    assert cons.met.tolist() == [[True, False]] and cons.unmet().tolist() == [True]
+    parked = Constraints.start([((5, 6),)], torch.device("cpu"), [(PARKED,)])
+    assert parked.unmet().tolist() == [False]
+    tokens, _ = extra_candidates(torch.zeros(1, 20), torch.tensor([0]), parked)
+    assert 5 not in tokens.tolist()[0]
 
 
 def test_a_window_passes_after_its_words_and_then_the_row_may_end():

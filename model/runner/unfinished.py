@@ -1,0 +1,158 @@
+"""A glossary term the model reads as the start of a longer word of its own ("bici" for its "bicicleta", "profe" for
+its "profesor"): after the term's last piece the model would go on with the word, and what it writes instead is what
+is left of that word ("La bici cictil vieja", "El profe profesor es"). The output is decoded again from the term's
+place with the term left to the model, and the model's own word there, which the decoder reads from then on, is
+replaced by the term in the output: "La bici vieja es más pesada". The words after it follow the model's word of the
+same meaning (an abbreviation keeps its word's gender)."""
+
+from __future__ import annotations
+
+import dataclasses
+import unicodedata
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from model.runner import Runner
+from model.runner.constraints import Words
+from model.runner.fallback import places
+from model.runner.loop import pad_batch
+from model.runner.params import ANYWHERE, PARKED, DecodeParams
+from model.runner.search import Hypothesis
+
+ONWARD = 0.25  # the model's probability of going on with the word after a term's last piece: the term reads unfinished
+ENDINGS = ("s", "es")  # pieces that end a word as its plural: not a longer word (Spanish, Portuguese, French, English)
+NEXT_WORDS = 3  # words after the prefix among which the model's own word for a term that stands in is looked for
+
+
+@dataclass(frozen=True)
+class Pieces:
+    """The target vocabulary as read here: each token's text (SentencePiece's piece), whether it goes on with a word,
+    and (V,) 1.0 where it goes on with it as a longer word (not as its plural: `ENDINGS`)."""
+
+    text: tuple[str, ...]
+    joins: list[bool]
+    longer: Tensor
+
+    @classmethod
+    def of(cls, words: Words) -> Pieces:
+        """From the decoder's `Words` (its pieces' text on the host)."""
+        plural = torch.tensor([p in ENDINGS for p in words.pieces], device=words.joins.device)
+        return cls(words.pieces, words.joins.tolist(), (words.joins & ~plural).float())
+
+    def lead(self, tokens: list[int] | tuple[int, ...]) -> str:
+        """The letters `tokens` start with (the first two)."""
+        return letters("".join(self.text[t] for t in tokens))[:2]
+
+
+@torch.inference_mode()
+def onward(
+    runner: Runner, src: list[int], tokens: list[int], found: list[tuple[int, int]], vocab: Pieces
+) -> list[tuple[float, int]]:  # fmt: skip
+    """Teacher-forced over the output `tokens`, for each (start, end) of a term in it: the probability that the token
+    after it makes a longer word of it, and the model's own first token where it starts."""
+    cfg, device = runner.cfg, runner.device
+    src_ids, src_mask = pad_batch([src], cfg.pad_id, device)
+    tgt = torch.tensor([[cfg.decoder_start_id, *tokens[: max(e for _, e in found)]]], device=device)  # (1, T + 1)
+    logits = runner.decode(runner.encode(src_ids, src_mask), src_mask, tgt)[0].float()  # (T + 1, V)
+    at = torch.tensor([p for pair in found for p in pair], device=device)
+    starts, ends = logits.index_select(0, at).view(len(found), 2, -1).unbind(1)  # (E, V) each
+    longer = ends.softmax(-1) @ vocab.longer[: ends.shape[1]]  # (E,)
+    return list(zip(longer.tolist(), starts.argmax(-1).tolist(), strict=True))
+
+
+def alone(runner: Runner, src: tuple[int, ...], term: tuple[int, ...], vocab: Pieces) -> float:
+    """The probability that the model goes on with `term`, alone as the output of `src` (its own source words: `own`),
+    as a longer word: a term it reads whole (most: "fichero" 0.01, "repisa" 0.13 on the built-in model; "profe" 0.72,
+    "moto" 0.95) needs no look in context."""
+    return onward(runner, list(src), list(term), [(0, len(term))], vocab)[0][0]
+
+
+def own(src: list[int], span: tuple[int, int, int]) -> tuple[int, ...]:
+    """A term's own source words, as a source of their own (the source's last token, EOS, kept), from its `span`; the
+    whole source for a term placed by a prefix (no span)."""
+    return tuple(src) if span[1] < 0 else (*src[span[1] : span[2]], src[-1])
+
+
+def redo(
+    runner: Runner, src: list[int], params: DecodeParams, tokens: list[int], vocab: Pieces,
+    alone: Callable[[tuple[int, ...], tuple[int, ...]], float],
+) -> DecodeParams | None:  # fmt: skip
+    """The parameters that decode again from the first term of the output `tokens` that the model reads as the start
+    of a longer word of its own (it would go on with it: `ONWARD`; its own first piece there starts as the term does),
+    its constraint parked (`PARKED`: met already) and the term to replace the model's word there (`stand_in`); None
+    when every term reads whole. A term that stands in already is not looked at again; one that the model reads whole
+    alone (`alone` of its own source words and the term, cached by the caller) is not looked at in context."""
+    fixed = len(params.prefix)  # a retry's prefix ends with the last term it placed: nothing before it moves
+    found = [(at, at + len(params.constraints[k]), k) for at, k in sorted(occurrences(params, tokens, vocab.joins))]
+    found = [(at, end, k) for at, end, k in found if end >= fixed and at < params.max_new_tokens - 1]
+    spans, terms = params.constraint_spans, params.constraints
+    found = [(at, end, k) for at, end, k in found if alone(own(src, spans[k]), terms[k]) >= ONWARD]
+    if not found:
+        return None
+    for (at, _, k), (p, first) in zip(found, onward(runner, src, tokens, [f[:2] for f in found], vocab), strict=True):
+        if p >= ONWARD and vocab.lead([first]) == vocab.lead(params.constraints[k]):
+            spans = tuple(PARKED if i == k else s for i, s in enumerate(params.constraint_spans))
+            return dataclasses.replace(params, prefix=tuple(tokens[:at]), constraint_spans=spans,
+                                       stand_in=params.constraints[k])  # fmt: skip
+    return None
+
+
+def occurrences(params: DecodeParams, tokens: list[int], joins: list[bool]) -> list[tuple[int, int]]:
+    """Where each term that does not stand in for a word of the model's starts in `tokens`, as whole words, with its
+    constraint: the i-th occurrence of a term is its i-th twin's (a term wanted once per source occurrence)."""
+    found = []
+    for j, term in enumerate(params.constraints):
+        twins = [k for k, c in enumerate(params.constraints) if c == term]
+        if twins[0] == j:
+            found += zip(places(tokens, term, joins), twins, strict=False)
+    stood = {a for a, _ in params.mended}
+    return [(at, k) for at, k in found if at not in stood]
+
+
+def stand(hyps: list[Hypothesis], params: DecodeParams, vocab: Pieces) -> tuple[list[Hypothesis], DecodeParams]:
+    """A stand-in retry's outputs with its term in place of the model's word (`replaced`), and its parameters from
+    then on: the best output fixed up to the term (a later retry cuts no earlier), the term's constraint placed by
+    it, its span not the model's words (`mended`: not looked at again)."""
+    placed = [replaced(h, params, vocab) for h in hyps]
+    (best, at), term = placed[0], params.stand_in
+    k = params.constraint_spans.index(PARKED)
+    spans = tuple(ANYWHERE if i == k else s for i, s in enumerate(params.constraint_spans))
+    prefix, mended = tuple(best.tokens[: at + len(term)]), (*params.mended, (at, at + len(term)))
+    fixed = dataclasses.replace(params, prefix=prefix, constraint_spans=spans, mended=mended, stand_in=())
+    return [h for h, _ in placed], fixed
+
+
+def replaced(hyp: Hypothesis, params: DecodeParams, vocab: Pieces) -> tuple[Hypothesis, int]:
+    """A finished output with `params.stand_in` in place of the model's own word after the prefix, and where the term
+    starts: of the next NEXT_WORDS words, the first that starts as the term does (the model took the term for the
+    start of its word), else the first; the term's pieces take the word's log-probability in equal parts."""
+    tokens, term = hyp.tokens, params.stand_in
+    words = spans(tokens, len(params.prefix), vocab)[:NEXT_WORDS]
+    own = [w for w in words if vocab.lead(tokens[w[0] : w[1]]) == vocab.lead(term)]
+    start, end = (own or words or [(len(params.prefix),) * 2])[0]  # no word there: the term goes in before the rest
+    out = [*tokens[:start], *term, *tokens[end:]]
+    logprobs = hyp.logprobs
+    if logprobs is not None:
+        word = sum(logprobs[start:end]) / len(term)  # 0 where nothing was replaced
+        logprobs = [*logprobs[:start], *[word] * len(term), *logprobs[end:]]
+    return dataclasses.replace(hyp, tokens=out, logprobs=logprobs), start
+
+
+def spans(tokens: list[int], start: int, vocab: Pieces) -> list[tuple[int, int]]:
+    """The words of `tokens` from `start` on, as [start, end) token spans: a word-initial piece and the pieces that go
+    on with it (punctuation and special tokens are no words)."""
+    out = []
+    for i in range(start, len(tokens)):
+        if vocab.text[tokens[i]].startswith("\u2581") and letters(vocab.text[tokens[i]]):
+            out.append((i, i + 1))
+        elif vocab.joins[tokens[i]] and out and out[-1][1] == i:
+            out[-1] = (out[-1][0], i + 1)
+    return out
+
+
+def letters(text: str) -> str:
+    """`text`'s letters, lowercased, without accents ("Configuración" -> "configuracion")."""
+    return "".join(c for c in unicodedata.normalize("NFKD", text.lower()) if c.isalnum())
