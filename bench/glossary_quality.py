@@ -17,7 +17,7 @@ The metrics, per term of a row (each needed as many times as its source occurs i
 - after the end: the target stands after the output's last expected sentence ("Mi jefe está de vacaciones. jefa.");
 - appended: the output is the plain output with words stuck on its end, the target among them;
 - replaced beside: the word the term replaces (or its English source, untranslated) stays within 2 words of it
-  ("cartera billetera", "fridge nevera"); replaced kept: it stays anywhere;
+  ("cartera billetera", "fridge nevera", "uni universidad"); replaced kept: it stays anywhere;
 - determiner: the word right before the target is an article, demonstrative, possessive or quantifier that does not
   agree with the term's gender/number ("el foto", "una ventanal"); adjectives are not checked;
 - broken words: an output word, in neither the reference nor the plain output, that is one of their words (4+
@@ -203,11 +203,12 @@ def _word_range(words: list[tuple[int, int]], start: int, end: int) -> tuple[int
 
 
 def _replaced_spans(output: str, target: str, replaced: str | Sequence[str]) -> list[tuple[int, int]]:
-    """Whole-word places (any case) of the replaced words that are not inside an occurrence of the target."""
+    """Whole-word places (any case) of the replaced words that are not inside an occurrence of the target ("ventana"
+    in "ventanal"; a replaced word that holds the target is no occurrence of it: "universidad" for "uni")."""
     folded = output.casefold()
     taken = [(m.start(), m.end()) for m in re.finditer(re.escape(target.casefold()), folded)]
     found = [s for alt in _alternatives(replaced) for s in spans(output, alt, ignore_case=True)]
-    return [(a, b) for a, b in found if not any(a < y and b > x for x, y in taken)]
+    return [(a, b) for a, b in found if not any(x <= a and b <= y for x, y in taken)]
 
 
 def replaced_kept(output: str, target: str, replaced: str | Sequence[str]) -> bool:

@@ -114,6 +114,10 @@ def test_replaced_beside():
     assert replaced_beside("Dejó mi billetera cartera en el taxi.", "billetera", ("cartera",))
     assert replaced_beside("Dejó mi Cartera o billetera en el taxi.", "billetera", "cartera")  # 2 words away
     assert not replaced_beside("Dejó la cartera y la billetera en el taxi.", "billetera", "cartera")  # 3 away
+    # an abbreviation's word holds the term: no occurrence of it, so it is left beside it (caught: "universidad" was
+    # taken for one)
+    assert replaced_beside("Mi uni universidad está lejos.", "uni", "universidad")
+    assert replaced_kept("Estudia en la universidad.", "uni", "universidad")
     assert not replaced_beside("Pone repisa las teclas en la balda.", "repisa", "estante/balda")
     assert replaced_beside("Pone las llaves en la balda repisa.", "repisa", "estante/balda")
     assert not replaced_beside("Dejó mi cartera billetera en el taxi.", "billetera", "-")
