@@ -265,7 +265,7 @@ class EngineCore:
         request whole: `DecodeParams.revisable`)."""
         self._release(req)
         if hyps and req.params.stand_in:  # a term in place of the model's own word (`model.runner.unfinished`)
-            hyps, req.params = unfinished.stand(hyps, req.params, self.vocab)
+            hyps, req.params = unfinished.stand(hyps, req.params, self.vocab, self._likely(req.src))
         if hyps and self._retried(req, hyps[0]):
             return
         self.loop.runner.forget(req.src)  # done: its source's memory is no longer kept
@@ -295,7 +295,7 @@ class EngineCore:
         if not req.params.revisable or self.starts is None or req.retries >= MAX_RETRIES:
             return False
         runner, src, params, tokens = self.loop.runner, req.src, req.params, best.tokens
-        likely = lambda outs: agreement.likelihoods(runner, [(tuple(src), o) for o in outs])  # noqa: E731
+        likely = self._likely(src)
         alone = lambda s, t: self._probed((s, t), lambda: unfinished.alone(runner, s, t, self.vocab))  # noqa: E731
         mends = [
             ("agreement", agreement.redo(params, tokens, self._forms, likely)),
@@ -311,6 +311,10 @@ class EngineCore:
         self.requests[again.key] = again
         self.scheduler.add(again)
         return True
+
+    def _likely(self, src: list[int]) -> Callable[[list[tuple[int, ...]]], list[float]]:
+        """Outputs' log-probabilities for the source `src`, teacher-forced (`agreement.likelihoods`)."""
+        return lambda outs: agreement.likelihoods(self.loop.runner, [(tuple(src), o) for o in outs])
 
     def _forms(self, probe: Probe) -> list[float]:
         """A glossary term's form scores (`agreement.probe`), cached."""

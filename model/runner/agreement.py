@@ -60,12 +60,15 @@ def redo(
     if agreement is None:
         return None
     terms = {i for c in set(cons) for at in places(tokens, c) for i in range(at, at + len(c))}  # never mended
+    stood = {a for a, _ in params.mended}  # where a term stands in for the model's word (a mended word is no term)
     for j, term in enumerate(cons):
         p, twins = agreement.probes[j], [k for k, c in enumerate(cons) if c == term]
         if p is None or twins[0] != j:
             continue  # twins share the first one's probe; the k-th occurrence is the k-th twin's
         found = places(tokens, term)
         for at, k in zip(found, twins, strict=False):
+            if at in stood:
+                continue  # it stands in for the model's own word, whose article it has (`unfinished`)
             if p.lower and term != p.lower and at > int(params.forced_bos_id is not None):  # words came first: lower
                 lowered = tuple(p.lower if c == term else c for c in cons)
                 prefix = (*tokens[:at], *p.lower)

@@ -16,6 +16,7 @@ import torch
 from torch import Tensor
 
 from model.runner import Runner
+from model.runner.agreement import MARGIN
 from model.runner.constraints import Words
 from model.runner.fallback import places
 from model.runner.loop import pad_batch
@@ -112,23 +113,60 @@ def occurrences(params: DecodeParams, tokens: list[int], joins: list[bool]) -> l
     return [(at, k) for at, k in found if at not in stood]
 
 
-def stand(hyps: list[Hypothesis], params: DecodeParams, vocab: Pieces) -> tuple[list[Hypothesis], DecodeParams]:
-    """A stand-in retry's outputs with its term in place of the model's word (`replaced`), and its parameters from
-    then on: the best output fixed up to the term (a later retry cuts no earlier), the term's constraint placed by
-    it, its span not the model's words (`mended`: not looked at again)."""
+def stand(
+    hyps: list[Hypothesis], params: DecodeParams, vocab: Pieces, likely: Callable[[list[tuple[int, ...]]], list[float]]
+) -> tuple[list[Hypothesis], DecodeParams]:  # fmt: skip
+    """A stand-in retry's outputs with its term in place of the model's word (`replaced`) and the word before it in
+    the form the model gives its own word (`article`), and its parameters from then on: the best output fixed up to
+    the term (a later retry cuts no earlier), the term's constraint placed by it, its span and a swapped word's not
+    the model's words (`mended`: not looked at again). `likely`: outputs' log-probabilities for the source."""
     placed = [replaced(h, params, vocab) for h in hyps]
-    (best, at), term = placed[0], params.stand_in
+    (best, at, own), term, mended = placed[0], params.stand_in, params.mended
+    swap = article(params, best.tokens, at, own, likely)
+    if swap is not None:  # in every output: the word is in the prefix they share
+        start, old, new = swap
+        placed = [(swapped(h, start, old, new), a + len(new) - len(old), w) for h, a, w in placed]
+        (best, at, _), mended = placed[0], (*mended, (start, start + len(new)))
     k = params.constraint_spans.index(PARKED)
     spans = tuple(ANYWHERE if i == k else s for i, s in enumerate(params.constraint_spans))
-    prefix, mended = tuple(best.tokens[: at + len(term)]), (*params.mended, (at, at + len(term)))
+    prefix, mended = tuple(best.tokens[: at + len(term)]), (*mended, (at, at + len(term)))
     fixed = dataclasses.replace(params, prefix=prefix, constraint_spans=spans, mended=mended, stand_in=())
-    return [h for h, _ in placed], fixed
+    return [h for h, _, _ in placed], fixed
 
 
-def replaced(hyp: Hypothesis, params: DecodeParams, vocab: Pieces) -> tuple[Hypothesis, int]:
-    """A finished output with `params.stand_in` in place of the model's own word after the prefix, and where the term
-    starts: of the next NEXT_WORDS words, the first that starts as the term does (the model took the term for the
-    start of its word), else the first; the term's pieces take the word's log-probability in equal parts."""
+def article(
+    params: DecodeParams, tokens: list[int], at: int, own: tuple[int, ...],
+    likely: Callable[[list[tuple[int, ...]]], list[float]],
+) -> tuple[int, tuple[int, ...], tuple[int, ...]] | None:  # fmt: skip
+    """The word of the language's table right before a term that stands in at `at`, in the prefix (start, its ids,
+    the form to swap it for), where the model, before its own word `own`, likes another form better by MARGIN: an
+    abbreviation keeps its word's gender, which its ending may hide ("el info" for "la información", "el disco" for
+    "la discoteca"); None where it fits."""
+    word = params.agreement.before(tokens, at) if params.agreement is not None and own else None
+    forms = [v for f, v in enumerate(word.variants) if v and f not in word.fits] if word is not None else []
+    if not forms or at > len(params.prefix):
+        return None  # the word is the model's, written for its own word (the output's from the prefix on)
+    start = at - len(word.ids)
+    scores = likely([(*tokens[:start], *v, *own) for v in (word.ids, *forms)])
+    best = max(range(len(scores)), key=scores.__getitem__)
+    return (start, word.ids, forms[best - 1]) if best and scores[best] - scores[0] >= MARGIN else None
+
+
+def swapped(hyp: Hypothesis, start: int, old: tuple[int, ...], new: tuple[int, ...]) -> Hypothesis:
+    """`hyp` with the word `old` at `start` swapped for `new` (its pieces take the word's log-probability)."""
+    tokens = [*hyp.tokens[:start], *new, *hyp.tokens[start + len(old) :]]
+    logprobs = hyp.logprobs
+    if logprobs is not None:
+        word = sum(logprobs[start : start + len(old)]) / len(new)
+        logprobs = [*logprobs[:start], *[word] * len(new), *logprobs[start + len(old) :]]
+    return dataclasses.replace(hyp, tokens=tokens, logprobs=logprobs)
+
+
+def replaced(hyp: Hypothesis, params: DecodeParams, vocab: Pieces) -> tuple[Hypothesis, int, tuple[int, ...]]:
+    """A finished output with `params.stand_in` in place of the model's own word after the prefix, where the term
+    starts and the model's word: of the next NEXT_WORDS words, the first that starts as the term does (the model took
+    the term for the start of its word), else the first; the term's pieces take the word's log-probability in equal
+    parts."""
     tokens, term = hyp.tokens, params.stand_in
     words = spans(tokens, len(params.prefix), vocab)[:NEXT_WORDS]
     own = [w for w in words if vocab.lead(tokens[w[0] : w[1]]) == vocab.lead(term)]
@@ -138,7 +176,7 @@ def replaced(hyp: Hypothesis, params: DecodeParams, vocab: Pieces) -> tuple[Hypo
     if logprobs is not None:
         word = sum(logprobs[start:end]) / len(term)  # 0 where nothing was replaced
         logprobs = [*logprobs[:start], *[word] * len(term), *logprobs[end:]]
-    return dataclasses.replace(hyp, tokens=out, logprobs=logprobs), start
+    return dataclasses.replace(hyp, tokens=out, logprobs=logprobs), start, tuple(tokens[start:end])
 
 
 def spans(tokens: list[int], start: int, vocab: Pieces) -> list[tuple[int, int]]:
