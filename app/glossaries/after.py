@@ -1,9 +1,11 @@
-"""The words after a glossary term that agree with it: an adjective or participle right after the term (not after a
-noun after "de": "el coche de mi jefa nuevo"), or after a verb like "ser" or "estar" whose subject the term is, at
-the start of its clause ("Mi coche está aparcado", not "El coche de mi jefa está aparcado"; "una colonia
-tranquila"). The model chose them for its own word ("furgoneta", "barrio"); the term's gender is the analyser's
-(else its ending's), and the word takes the other ending only where the analyser knows both forms. Same length:
-alignments and offsets keep. Languages without a table are left as they are."""
+"""The words after a glossary term that agree with it: an adjective or participle right after the term (not after a noun
+after "de": "el coche de mi jefa nuevo"), or after a verb like "ser" or "estar" whose subject the term is, at the
+start of its clause ("Mi coche está aparcado", not "El coche de mi jefa está aparcado"; "una colonia tranquila"); and
+where the term is in a phrase after its clause's subject, the word after the verb that took the term's gender takes
+the subject's ("El coche de mi jefa está aparcada" -> "aparcado"). The model chose them for its own word
+("furgoneta", "barrio"); the term's gender is the analyser's (else its ending's), and the word takes the other ending
+only where the analyser knows both forms. Same length: alignments and offsets keep. Languages without a table are
+left as they are."""
 
 from __future__ import annotations
 
@@ -25,6 +27,9 @@ OPENERS: dict[str, frozenset[str]] = {  # words after which a clause, and so its
     "es": frozenset("y e o u pero porque que cuando si aunque pues mientras".split()),
 }
 OF: dict[str, frozenset[str]] = {"es": frozenset({"de", "del"})}  # "el coche de mi jefa": what follows may be coche's
+PHRASES: dict[str, frozenset[str]] = {  # prepositions that put a term in a phrase after its clause's subject
+    "es": frozenset("de del en sobre con sin para bajo tras".split()),
+}
 LINKS: dict[str, frozenset[str]] = {"es": frozenset({"a", "de"})}  # after a word, make it a phrase's: "junto a"
 ADVERBS: dict[str, frozenset[str]] = {
     "es": frozenset("muy tan más menos bastante demasiado no ya todavía aún siempre algo casi ahora completamente "
@@ -49,6 +54,12 @@ def mend(text: str, terms: list[str], language: str, lexicon: Lexicon | None) ->
             continue
         for found in re.finditer(rf"(?<!\w){re.escape(term)}(?!\w)", text, re.IGNORECASE):
             before = _word_before(text, found.start(), language)
+            head = _head(text, found.start(), language, lexicon) if before in PHRASES[language] else None
+            if head is not None:  # the term in a phrase after the subject: the copula's word agrees with that
+                at = _agreeing_word(text, found.end(), *head, language, lexicon, True, False)
+                if at is not None and lexicon.agreeing(at.group(), only=False)[0] == gender:  # the term's, mistaken
+                    text = _swapped(text, at, head[0], language, lexicon)
+                continue
             if before in OF[language]:
                 continue
             subject = before is None or before in OPENERS[language]
@@ -70,17 +81,34 @@ def _word_before(text: str, start: int, language: str) -> str | None:
     return None
 
 
+def _head(text: str, start: int, language: str, lexicon: Lexicon) -> tuple[str, str] | None:
+    """The gender and number of the noun that opens the clause of a term starting at `start` inside a phrase after it
+    ("El coche de mi jefa": "coche", m, sg): determiners, a noun the analyser knows, a preposition, determiners, the
+    term; None for any other shape."""
+    words = [t.lower() for t in reversed(TOKEN.findall(text[:start]))]
+    while words and words[0] in DETERMINERS[language]:
+        words.pop(0)
+    if len(words) < 3 or words[0] not in PHRASES[language] or not lexicon.noun(words[1]):
+        return None
+    k = 2
+    while k < len(words) and words[k] in DETERMINERS[language]:
+        k += 1
+    opens = k == len(words) or not words[k].isalpha() or words[k] in OPENERS[language]
+    gender = lexicon.gender(words[1])
+    return (gender, lexicon.number(words[1])) if k > 2 and opens and gender in ("m", "f") else None
+
+
 def _agreeing_word(
-    text: str, start: int, gender: str, number: str, language: str, lexicon: Lexicon, subject: bool
+    text: str, start: int, gender: str, number: str, language: str, lexicon: Lexicon, subject: bool, next: bool = True
 ) -> re.Match | None:  # fmt: skip
-    """The word after the term ending at `start` that disagrees with its gender: the next word, or where the term
-    opens its clause (`subject`) the one after a copula (and adverbs); None when there is none, or another noun
+    """The word after the term ending at `start` that disagrees with `gender`: the next word (`next`), or where the
+    term opens its clause (`subject`) the one after a copula (and adverbs); None when there is none, or another noun
     between could be what it agrees with."""
     tokens = list(TOKEN.finditer(text, start))[: REACH + 4]
     if not tokens:
         return None
     first = tokens[0]
-    if _disagrees(lexicon.agreeing(first.group()), gender, number):
+    if next and _disagrees(lexicon.agreeing(first.group()), gender, number):
         return first
     if not subject:
         return None

@@ -19,6 +19,10 @@ MENDED = [  # outputs of the built-in model with a glossary, each word after its
     ("La repisa en la cocina está roto.", "repisa", "La repisa en la cocina está rota."),
     ("El cobertor es muy blanda.", "cobertor", "El cobertor es muy blando."),  # unknown to the analyser: its ending
     ("Compré la mesa y la repisa está roto.", "repisa", "Compré la mesa y la repisa está rota."),  # a clause's subject
+    # the term in a phrase after the subject: the word after the verb took the term's gender, and takes the subject's
+    ("El coche de mi jefa está aparcada fuera.", "jefa", "El coche de mi jefa está aparcado fuera."),
+    ("El libro en la repisa es vieja.", "repisa", "El libro en la repisa es viejo."),
+    ("Y las llaves del coche están rotos.", "coche", "Y las llaves del coche están rotas."),
 ]
 KEPT = [
     ("La subida ha fallado, compruebe su conexión.", "subida"),  # a perfect: the participle does not agree
@@ -36,6 +40,10 @@ KEPT = [
     ("La casa está solo a cinco minutos.", "casa"),  # an adverb too
     ("La silla está junto a la mesa.", "silla"),  # a phrase of its own
     ("La caja está bajo la mesa.", "caja"),  # a preposition too
+    ("Pon el libro en la repisa que está rota.", "repisa"),  # the phrase after a verb's object, not a subject
+    ("El libro de la repisa está roto.", "repisa"),  # the subject's gender already
+    ("El marco de la foto es viejo y la foto es nueva.", "foto"),
+    ("El coche de mi jefe está rota.", "jefe"),  # the word has neither's gender: not the term's, mistaken
 ]
 
 
