@@ -23,7 +23,7 @@ from model.runner.constraints import Words
 from model.runner.fallback import redo
 from model.runner.loop import DecodeLoop
 from model.runner.own_words import own_words
-from model.runner.params import Probe
+from model.runner.params import DecodeParams, Probe
 from model.runner.search import Hypothesis, Request, StepOutput
 from model.runner.state import Encoded
 
@@ -265,7 +265,7 @@ class EngineCore:
         request whole: `DecodeParams.revisable`)."""
         self._release(req)
         if hyps and req.params.stand_in:  # a term in place of the model's own word (`model.runner.unfinished`)
-            hyps, req.params = unfinished.stand(hyps, req.params, self.vocab, self._likely(req.src))
+            hyps, req.params = unfinished.stand(hyps, req.params, self.vocab, self._likely(req.src), self._forms)
         if hyps and self._retried(req, hyps[0]):
             return
         self.loop.runner.forget(req.src)  # done: its source's memory is no longer kept
@@ -297,9 +297,10 @@ class EngineCore:
         runner, src, params, tokens = self.loop.runner, req.src, req.params, best.tokens
         likely = self._likely(src)
         alone = lambda s, t: self._probed((s, t), lambda: unfinished.alone(runner, s, t, self.vocab))  # noqa: E731
+        word = lambda k: self._own_word(src, params, k)  # noqa: E731
         mends = [
             ("agreement", agreement.redo(params, tokens, self._forms, likely)),
-            ("unfinished", unfinished.redo(runner, src, params, tokens, self.vocab, alone)),
+            ("unfinished", unfinished.redo(runner, src, params, tokens, self.vocab, alone, word)),
             ("placed", redo(runner, self.starts, src, params, tokens, self.joins)),
         ]
         mends = [(reason, p) for reason, p in mends if p is not None]
@@ -315,6 +316,16 @@ class EngineCore:
     def _likely(self, src: list[int]) -> Callable[[list[tuple[int, ...]]], list[float]]:
         """Outputs' log-probabilities for the source `src`, teacher-forced (`agreement.likelihoods`)."""
         return lambda outs: agreement.likelihoods(self.loop.runner, [(tuple(src), o) for o in outs])
+
+    def _own_word(self, src: list[int], params: DecodeParams, k: int) -> tuple[int, ...]:
+        """The model's own word for constraint k's source words (`unfinished.own_word`), cached by its term: a term
+        placed by a prefix has no source span left, its first occurrence's word serves."""
+        term, span = params.constraints[k], params.constraint_spans[k]
+        if span[1] < 0:
+            return self.probes.get(("own", term), ())
+        return self._probed(
+            ("own", term), lambda: unfinished.own_word(self.loop.runner, unfinished.own(src, span), self.vocab)
+        )
 
     def _forms(self, probe: Probe) -> list[float]:
         """A glossary term's form scores (`agreement.probe`), cached."""

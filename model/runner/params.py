@@ -81,6 +81,7 @@ class DecodeParams:
     mended: tuple[tuple[int, int], ...] = ()  # the prefix's spans that are not the model's words: a word mended to
     # agree with a term, a term standing in for the model's word
     stand_in: tuple[int, ...] = ()  # a term that replaces the model's first word after the prefix (`unfinished`)
+    stand_for: tuple[int, ...] = ()  # ... the model's word it replaces, where known (else one starting as the term)
 
     def __post_init__(self) -> None:
         checks = [

@@ -20,12 +20,13 @@ from model.runner.agreement import MARGIN
 from model.runner.constraints import Words
 from model.runner.fallback import places
 from model.runner.loop import pad_batch
-from model.runner.params import ANYWHERE, PARKED, DecodeParams
+from model.runner.params import ANYWHERE, PARKED, DecodeParams, Probe
 from model.runner.search import Hypothesis
 
 ONWARD = 0.25  # the model's probability of going on with the word after a term's last piece: the term reads unfinished
 ENDINGS = ("s", "es")  # pieces that end a word as its plural: not a longer word (Spanish, Portuguese, French, English)
 NEXT_WORDS = 3  # words after the prefix among which the model's own word for a term that stands in is looked for
+AFTER = 2  # words right after a term in which the model's own word for it means it translated its source again
 
 
 @dataclass(frozen=True)
@@ -71,6 +72,23 @@ def alone(runner: Runner, src: tuple[int, ...], term: tuple[int, ...], vocab: Pi
     return onward(runner, list(src), list(term), [(0, len(term))], vocab)[0][0]
 
 
+@torch.inference_mode()
+def own_word(runner: Runner, src: tuple[int, ...], vocab: Pieces) -> tuple[int, ...]:
+    """The model's own first word (its tokens) for `src` (a term's own source words: `own`), greedy: "Settings" ->
+    "Configuración", "platform" -> "platforma" (NEXT_WORDS words after a term that start as it does are its word
+    again: `redo`)."""
+    cfg, device = runner.cfg, runner.device
+    src_ids, src_mask = pad_batch([list(src)], cfg.pad_id, device)
+    memory, out = runner.encode(src_ids, src_mask), []
+    while len(out) < 8:
+        tgt = torch.tensor([[cfg.decoder_start_id, *out]], device=device)
+        token = int(runner.decode(memory, src_mask, tgt)[0, -1].argmax())
+        if token == cfg.eos_id or (out and not vocab.joins[token]):
+            break
+        out.append(token)
+    return tuple(out)
+
+
 def own(src: list[int], span: tuple[int, int, int]) -> tuple[int, ...]:
     """A term's own source words, as a source of their own (the source's last token, EOS, kept), from its `span`; the
     whole source for a term placed by a prefix (no span)."""
@@ -79,7 +97,7 @@ def own(src: list[int], span: tuple[int, int, int]) -> tuple[int, ...]:
 
 def redo(
     runner: Runner, src: list[int], params: DecodeParams, tokens: list[int], vocab: Pieces,
-    alone: Callable[[tuple[int, ...], tuple[int, ...]], float],
+    alone: Callable[[tuple[int, ...], tuple[int, ...]], float], word: Callable[[int], tuple[int, ...]],
 ) -> DecodeParams | None:  # fmt: skip
     """The parameters that decode again from the first term of the output `tokens` that the model reads as the start
     of a longer word of its own (it would go on with it: `ONWARD`; its own first piece there starts as the term does),
@@ -90,15 +108,37 @@ def redo(
     found = [(at, at + len(params.constraints[k]), k) for at, k in sorted(occurrences(params, tokens, vocab.joins))]
     found = [(at, end, k) for at, end, k in found if end >= fixed and at < params.max_new_tokens - 1]
     spans, terms = params.constraint_spans, params.constraints
+    beside = [(at, k, w) for at, end, k in found if (w := again(tokens, end, word(k), terms[k], vocab))]
+    if beside:  # the model's own word for the term right after it: decoded again from its article, its word replaced
+        at, k, w = beside[0]
+        article = params.agreement.before(tokens, at) if params.agreement is not None else None
+        cut = at - len(article.ids) if article is not None and at - len(article.ids) >= fixed else at
+        return parked(params, tokens[:cut], k, w)
     found = [(at, end, k) for at, end, k in found if alone(own(src, spans[k]), terms[k]) >= ONWARD]
     if not found:
         return None
     for (at, _, k), (p, first) in zip(found, onward(runner, src, tokens, [f[:2] for f in found], vocab), strict=True):
         if p >= ONWARD and vocab.lead([first]) == vocab.lead(params.constraints[k]):
-            spans = tuple(PARKED if i == k else s for i, s in enumerate(params.constraint_spans))
-            return dataclasses.replace(params, prefix=tuple(tokens[:at]), constraint_spans=spans,
-                                       stand_in=params.constraints[k])  # fmt: skip
+            return parked(params, tokens[:at], k)
     return None
+
+
+def again(tokens: list[int], end: int, word: tuple[int, ...], term: tuple[int, ...], vocab: Pieces) -> tuple[int, ...]:
+    """The model's own `word` for a term where one of the AFTER words after the term ending at `end` starts as it
+    does (its first four letters; a word that starts as the term does is no other word), else ()."""
+    lead = letters("".join(vocab.text[t] for t in word))[:4]
+    if len(lead) < 3 or lead.startswith(vocab.lead(term)):
+        return ()
+    after = spans(tokens, end, vocab)[:AFTER]
+    return word if any(letters("".join(vocab.text[t] for t in tokens[a:b])).startswith(lead) for a, b in after) else ()
+
+
+def parked(params: DecodeParams, prefix: list[int], k: int, word: tuple[int, ...] = ()) -> DecodeParams:
+    """`params` decoding after `prefix` with constraint k parked, its term to stand in for the model's `word` (else
+    the first one that starts as the term does)."""
+    spans = tuple(PARKED if i == k else s for i, s in enumerate(params.constraint_spans))
+    return dataclasses.replace(params, prefix=tuple(prefix), constraint_spans=spans, stand_in=params.constraints[k],
+                               stand_for=word)  # fmt: skip
 
 
 def occurrences(params: DecodeParams, tokens: list[int], joins: list[bool]) -> list[tuple[int, int]]:
@@ -114,24 +154,49 @@ def occurrences(params: DecodeParams, tokens: list[int], joins: list[bool]) -> l
 
 
 def stand(
-    hyps: list[Hypothesis], params: DecodeParams, vocab: Pieces, likely: Callable[[list[tuple[int, ...]]], list[float]]
+    hyps: list[Hypothesis], params: DecodeParams, vocab: Pieces, likely: Callable[[list[tuple[int, ...]]], list[float]],
+    forms: Callable[[Probe], list[float]],
 ) -> tuple[list[Hypothesis], DecodeParams]:  # fmt: skip
     """A stand-in retry's outputs with its term in place of the model's word (`replaced`) and the word before it in
-    the form the model gives its own word (`article`), and its parameters from then on: the best output fixed up to
-    the term (a later retry cuts no earlier), the term's constraint placed by it, its span and a swapped word's not
-    the model's words (`mended`: not looked at again). `likely`: outputs' log-probabilities for the source."""
-    placed = [replaced(h, params, vocab) for h in hyps]
+    the term's form: for an abbreviation the form the model gives its own word (`article`), for another word the
+    agreement's (`agreed`); and its parameters from then on: the best output fixed up to the term (a later retry cuts
+    no earlier), the term's constraint placed by it, its span and a swapped word's not the model's words (`mended`:
+    not looked at again). `likely`: outputs' log-probabilities for the source; `forms`: a probe's form scores."""
+    placed, k = [replaced(h, params, vocab) for h in hyps], params.constraint_spans.index(PARKED)
     (best, at, own), term, mended = placed[0], params.stand_in, params.mended
-    swap = article(params, best.tokens, at, own, likely)
-    if swap is not None:  # in every output: the word is in the prefix they share
-        start, old, new = swap
-        placed = [(swapped(h, start, old, new), a + len(new) - len(old), w) for h, a, w in placed]
-        (best, at, _), mended = placed[0], (*mended, (start, start + len(new)))
-    k = params.constraint_spans.index(PARKED)
+    if params.stand_for:  # each output's own word before it, the term's form from the agreement
+        swaps = [agreed(params, h.tokens, a, k, forms) for h, a, _ in placed]
+    else:  # in every output: the word is in the prefix they share
+        swaps = [article(params, best.tokens, at, own, likely)] * len(placed)
+    for i, ((h, a, w), swap) in enumerate(zip(placed, swaps, strict=True)):
+        if swap is not None:
+            start, old, new = swap
+            placed[i] = (swapped(h, start, old, new), a + len(new) - len(old), w)
+            mended = (*mended, (start, start + len(new))) if i == 0 else mended
+    (best, at, _) = placed[0]
     spans = tuple(ANYWHERE if i == k else s for i, s in enumerate(params.constraint_spans))
     prefix, mended = tuple(best.tokens[: at + len(term)]), (*mended, (at, at + len(term)))
-    fixed = dataclasses.replace(params, prefix=prefix, constraint_spans=spans, mended=mended, stand_in=())
+    fixed = dataclasses.replace(params, prefix=prefix, constraint_spans=spans, mended=mended, stand_in=(), stand_for=())
     return [h for h, _, _ in placed], fixed
+
+
+def agreed(
+    params: DecodeParams, tokens: list[int], at: int, k: int, forms: Callable[[Probe], list[float]]
+) -> tuple[int, tuple[int, ...], tuple[int, ...]] | None:  # fmt: skip
+    """The word of the language's table right before constraint k's term at `at` (start, its ids, the form to swap
+    it for), where the agreement's probe of the term prefers another form by MARGIN (the model wrote it for its own
+    word: "la plataforma", for "andén"); None where it fits or there is no probe."""
+    agreement = params.agreement
+    twin = params.constraints.index(params.constraints[k])  # twins share the first one's probe
+    probe = agreement.probes[twin] if agreement is not None else None
+    word = agreement.before(tokens, at) if probe is not None else None
+    if word is None:
+        return None
+    score = forms(probe)
+    best = max(range(len(score)), key=score.__getitem__)
+    if best in word.fits or not word.variants[best] or score[best] - max(score[f] for f in word.fits) < MARGIN:
+        return None
+    return at - len(word.ids), word.ids, word.variants[best]
 
 
 def article(
@@ -169,7 +234,11 @@ def replaced(hyp: Hypothesis, params: DecodeParams, vocab: Pieces) -> tuple[Hypo
     parts."""
     tokens, term = hyp.tokens, params.stand_in
     words = spans(tokens, len(params.prefix), vocab)[:NEXT_WORDS]
-    own = [w for w in words if vocab.lead(tokens[w[0] : w[1]]) == vocab.lead(term)]
+    if params.stand_for:  # the model's word, as `again` found it
+        lead = letters("".join(vocab.text[t] for t in params.stand_for))[:4]
+        own = [w for w in words if letters("".join(vocab.text[t] for t in tokens[w[0] : w[1]])).startswith(lead)]
+    else:
+        own = [w for w in words if vocab.lead(tokens[w[0] : w[1]]) == vocab.lead(term)]
     start, end = (own or words or [(len(params.prefix),) * 2])[0]  # no word there: the term goes in before the rest
     out = [*tokens[:start], *term, *tokens[end:]]
     logprobs = hyp.logprobs

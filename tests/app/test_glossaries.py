@@ -222,6 +222,19 @@ def test_an_abbreviation_stands_in_for_the_models_word(builtin, text, glossary, 
     assert retries(builtin.url)["unfinished"] - before == 3 * len(glossary)  # each term once, in each of 3 answers
 
 
+@pytest.mark.parametrize(("text", "glossary", "term", "own"), [
+    ("The train arrives at the platform at noon.", {"platform": "andén"}, "el andén", "plataforma"),
+    ("Delete the old files to free up space.", {"files": "ficheros"}, "los ficheros", "archivos"),
+])  # fmt: skip
+def test_the_models_own_word_right_after_a_term_gives_way_to_it(builtin, text, glossary, term, own):
+    """The model translating a term's source again right after the term ("en el andén la plataforma") is decoded
+    again from the term's article with the term standing in for its own word ("plataforma", which starts as the
+    model's word for "platform" alone does), the article the term's: "en el andén en mediodía"."""
+    # catches: the model's word kept beside the term (no look for it after the term), or its article ("la andén")
+    out = ok(builtin.url, text, glossary=glossary)["translatedText"]
+    assert term in out and own not in out, out
+
+
 def test_a_document_reports_its_terms(builtin):
     """/translate_file with an inline glossary: the downloaded text holds the targets, and details.glossary counts,
     per entry, the texts it matched and those whose translation holds its target."""

@@ -1,0 +1,46 @@
+"""The pieces of a stand-in (`model.runner.unfinished`) that need no model: where a term replaces the model's word,
+the article before it, and the model's word found again right after a term."""
+
+from __future__ import annotations
+
+import torch
+
+from model.runner import unfinished
+from model.runner.params import PARKED, Agreement, DecodeParams, Probe, Word
+from model.runner.search import Hypothesis
+
+PIECES = ("<pad>", "</s>", "▁el", "▁la", "▁and", "én", "▁plataforma", "▁en", "▁mediodía", ".", "▁de", "▁platforma")
+VOCAB = unfinished.Pieces(PIECES, [False] * 5 + [True] + [False] * 6, torch.zeros(len(PIECES)))
+EL, LA, AND, EN_, PLATAFORMA, EN, MEDIODIA, DOT, DE, PLATFORMA = 2, 3, 4, 5, 6, 7, 8, 9, 10, 11
+ANDEN = (AND, EN_)
+WORDS = (Word((EL,), (0,), ((EL,), (LA,))), Word((LA,), (1,), ((EL,), (LA,))))
+PROBE = Probe(((1,),), ((EL, *ANDEN), (LA, *ANDEN)), (0.0, 0.0))
+
+
+def params(prefix: tuple[int, ...], stand_for: tuple[int, ...] = ()) -> DecodeParams:
+    """A stand-in of "andén" after `prefix`, its constraint parked."""
+    return DecodeParams(beam_size=4, max_new_tokens=32, constraints=(ANDEN,), constraint_spans=(PARKED,),
+                        prefix=prefix, agreement=Agreement((PROBE,), WORDS), stand_in=ANDEN,
+                        stand_for=stand_for)  # fmt: skip
+
+
+def test_the_model_word_found_again_after_a_term():
+    # catches: a word after the term taken for the model's own when it only starts alike in two letters
+    after = [EL, *ANDEN, LA, PLATAFORMA, EN, MEDIODIA]  # "el andén la plataforma en mediodía"
+    assert unfinished.again(after, 3, (PLATFORMA,), ANDEN, VOCAB) == (PLATFORMA,)  # "plat": its word again
+    assert unfinished.again([EL, *ANDEN, EN, MEDIODIA], 3, (PLATFORMA,), ANDEN, VOCAB) == ()
+    assert unfinished.again([EL, *ANDEN, EN, DE, PLATAFORMA], 3, (PLATFORMA,), ANDEN, VOCAB) == ()  # 3 words on
+
+
+def test_the_term_takes_the_model_words_place_and_its_article_the_terms_form():
+    # catches: the first word replaced instead of the model's word, or the model's article ("la andén") kept
+    hyp = Hypothesis([EN, LA, PLATAFORMA, EN, MEDIODIA, DOT], -1.0, "eos", logprobs=[-0.5] * 7)
+    forms = lambda probe: [0.0, -3.0]  # noqa: E731 (the agreement's probe: masculine by 3 nats)
+    (out,), fixed = unfinished.stand([hyp], params((EN,), (PLATFORMA,)), VOCAB, lambda outs: [0.0] * len(outs), forms)
+    assert out.tokens == [EN, EL, *ANDEN, EN, MEDIODIA, DOT]  # "en el andén en mediodía."
+    assert len(out.logprobs) == len(out.tokens) + 1
+    assert fixed.prefix == (EN, EL, *ANDEN) and fixed.constraint_spans == ((-1, -1, -1),) and not fixed.stand_in
+    assert (1, 2) in fixed.mended and (2, 4) in fixed.mended  # the article and the term: not the model's words
+    close = lambda probe: [0.0, -0.5]  # noqa: E731 (within MARGIN: the model's article stays)
+    (kept,), _ = unfinished.stand([hyp], params((EN,), (PLATFORMA,)), VOCAB, lambda outs: [0.0] * len(outs), close)
+    assert kept.tokens == [EN, LA, *ANDEN, EN, MEDIODIA, DOT]
