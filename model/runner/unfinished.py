@@ -26,7 +26,7 @@ from model.runner.search import Hypothesis
 ONWARD = 0.25  # the model's probability of going on with the word after a term's last piece: the term reads unfinished
 ENDINGS = ("s", "es")  # pieces that end a word as its plural: not a longer word (Spanish, Portuguese, French, English)
 NEXT_WORDS = 3  # words after the prefix among which the model's own word for a term that stands in is looked for
-AFTER = 2  # words right after a term in which the model's own word for it means it translated its source again
+AFTER = 3  # words right after a term in which the model's own word for it means it translated its source again
 
 
 @dataclass(frozen=True)
@@ -229,16 +229,16 @@ def swapped(hyp: Hypothesis, start: int, old: tuple[int, ...], new: tuple[int, .
 
 def replaced(hyp: Hypothesis, params: DecodeParams, vocab: Pieces) -> tuple[Hypothesis, int, tuple[int, ...]]:
     """A finished output with `params.stand_in` in place of the model's own word after the prefix, where the term
-    starts and the model's word: of the next NEXT_WORDS words, the first that starts as the term does (the model took
-    the term for the start of its word), else the first; the term's pieces take the word's log-probability in equal
-    parts."""
+    starts and the model's word: the first that starts as `params.stand_for` does, else of the next NEXT_WORDS words
+    the first that starts as the term does (the model took the term for the start of its word), else the first; the
+    term's pieces take the word's log-probability in equal parts."""
     tokens, term = hyp.tokens, params.stand_in
-    words = spans(tokens, len(params.prefix), vocab)[:NEXT_WORDS]
-    if params.stand_for:  # the model's word, as `again` found it
+    words = spans(tokens, len(params.prefix), vocab)
+    if params.stand_for:  # the model's word, as `again` found it, wherever the model put it ("El menú de ...")
         lead = letters("".join(vocab.text[t] for t in params.stand_for))[:4]
         own = [w for w in words if letters("".join(vocab.text[t] for t in tokens[w[0] : w[1]])).startswith(lead)]
     else:
-        own = [w for w in words if vocab.lead(tokens[w[0] : w[1]]) == vocab.lead(term)]
+        own = [w for w in words[:NEXT_WORDS] if vocab.lead(tokens[w[0] : w[1]]) == vocab.lead(term)]
     start, end = (own or words or [(len(params.prefix),) * 2])[0]  # no word there: the term goes in before the rest
     out = [*tokens[:start], *term, *tokens[end:]]
     logprobs = hyp.logprobs

@@ -25,11 +25,11 @@ def params(prefix: tuple[int, ...], stand_for: tuple[int, ...] = ()) -> DecodePa
 
 
 def test_the_model_word_found_again_after_a_term():
-    # catches: a word after the term taken for the model's own when it only starts alike in two letters
+    # catches: a word after the term taken for the model's own when it only starts alike in two letters, or far on
     after = [EL, *ANDEN, LA, PLATAFORMA, EN, MEDIODIA]  # "el andén la plataforma en mediodía"
     assert unfinished.again(after, 3, (PLATFORMA,), ANDEN, VOCAB) == (PLATFORMA,)  # "plat": its word again
     assert unfinished.again([EL, *ANDEN, EN, MEDIODIA], 3, (PLATFORMA,), ANDEN, VOCAB) == ()
-    assert unfinished.again([EL, *ANDEN, EN, DE, PLATAFORMA], 3, (PLATFORMA,), ANDEN, VOCAB) == ()  # 3 words on
+    assert unfinished.again([EL, *ANDEN, EN, DE, EL, PLATAFORMA], 3, (PLATFORMA,), ANDEN, VOCAB) == ()  # 4 words on
 
 
 def test_the_term_takes_the_model_words_place_and_its_article_the_terms_form():
