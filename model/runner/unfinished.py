@@ -1,9 +1,11 @@
-"""A glossary term the model reads as the start of a longer word of its own ("bici" for its "bicicleta", "profe" for
-its "profesor"): after the term's last piece the model would go on with the word, and what it writes instead is what
-is left of that word ("La bici cictil vieja", "El profe profesor es"). The output is decoded again from the term's
-place with the term left to the model, and the model's own word there, which the decoder reads from then on, is
-replaced by the term in the output: "La bici vieja es más pesada". The words after it follow the model's word of the
-same meaning (an abbreviation keeps its word's gender)."""
+"""Glossary terms that stand in for the model's own word. A term the model reads as the start of a longer word of its
+own ("bici" for its "bicicleta", "profe" for its "profesor"): after the term's last piece the model would go on with
+the word, and what it writes instead is what is left of that word ("La bici cictil vieja", "El profe profesor es").
+And the model's own word for a term's source right after the term ("en el andén la plataforma"): the source
+translated twice. The output is decoded again from the term's place (its article's) with the term left to the model,
+and the model's own word, which the decoder reads from then on, is replaced by the term in the output: "La bici vieja
+es más pesada", "en el andén en mediodía". The words after it follow the model's word of the same meaning; the
+article takes the term's form (an abbreviation keeps its word's gender)."""
 
 from __future__ import annotations
 
@@ -44,9 +46,13 @@ class Pieces:
         plural = torch.tensor([p in ENDINGS for p in words.pieces], device=words.joins.device)
         return cls(words.pieces, words.joins.tolist(), (words.joins & ~plural).float())
 
+    def spelled(self, tokens: list[int] | tuple[int, ...]) -> str:
+        """The letters of `tokens`' text, lowercased, without accents."""
+        return letters("".join(self.text[t] for t in tokens))
+
     def lead(self, tokens: list[int] | tuple[int, ...]) -> str:
         """The letters `tokens` start with (the first two)."""
-        return letters("".join(self.text[t] for t in tokens))[:2]
+        return self.spelled(tokens)[:2]
 
 
 @torch.inference_mode()
@@ -126,11 +132,11 @@ def redo(
 def again(tokens: list[int], end: int, word: tuple[int, ...], term: tuple[int, ...], vocab: Pieces) -> tuple[int, ...]:
     """The model's own `word` for a term where one of the AFTER words after the term ending at `end` starts as it
     does (its first four letters; a word that starts as the term does is no other word), else ()."""
-    lead = letters("".join(vocab.text[t] for t in word))[:4]
+    lead = vocab.spelled(word)[:4]
     if len(lead) < 3 or lead.startswith(vocab.lead(term)):
         return ()
     after = spans(tokens, end, vocab)[:AFTER]
-    return word if any(letters("".join(vocab.text[t] for t in tokens[a:b])).startswith(lead) for a, b in after) else ()
+    return word if any(vocab.spelled(tokens[a:b]).startswith(lead) for a, b in after) else ()
 
 
 def parked(params: DecodeParams, prefix: list[int], k: int, word: tuple[int, ...] = ()) -> DecodeParams:
@@ -235,8 +241,8 @@ def replaced(hyp: Hypothesis, params: DecodeParams, vocab: Pieces) -> tuple[Hypo
     tokens, term = hyp.tokens, params.stand_in
     words = spans(tokens, len(params.prefix), vocab)
     if params.stand_for:  # the model's word, as `again` found it, wherever the model put it ("El menú de ...")
-        lead = letters("".join(vocab.text[t] for t in params.stand_for))[:4]
-        own = [w for w in words if letters("".join(vocab.text[t] for t in tokens[w[0] : w[1]])).startswith(lead)]
+        lead = vocab.spelled(params.stand_for)[:4]
+        own = [w for w in words if vocab.spelled(tokens[w[0] : w[1]]).startswith(lead)]
     else:
         own = [w for w in words[:NEXT_WORDS] if vocab.lead(tokens[w[0] : w[1]]) == vocab.lead(term)]
     start, end = (own or words or [(len(params.prefix),) * 2])[0]  # no word there: the term goes in before the rest
