@@ -124,9 +124,36 @@ def redo(
     if not found:
         return None
     for (at, _, k), (p, first) in zip(found, onward(runner, src, tokens, [f[:2] for f in found], vocab), strict=True):
-        if p >= ONWARD and vocab.lead([first]) == vocab.lead(params.constraints[k]):
+        if p < ONWARD:
+            continue
+        if vocab.lead([first]) == vocab.lead(params.constraints[k]):
             return parked(params, tokens[:at], k)
+        article = params.agreement is not None and any(w.ids == (first,) for w in params.agreement.words)
+        lower = opener(params, k)  # a capitalised term that opens the output, after the model's own article
+        if article and lower and vocab.lead([next_piece(runner, src, [*tokens[:at], first])]) == vocab.lead(lower):
+            return parked(dataclasses.replace(params, constraints=lowered(params, k, lower)), tokens[:at], k)
     return None
+
+
+@torch.inference_mode()
+def next_piece(runner: Runner, src: list[int], tokens: list[int]) -> int:
+    """The model's own next token after the output `tokens`, teacher-forced."""
+    cfg, device = runner.cfg, runner.device
+    src_ids, src_mask = pad_batch([src], cfg.pad_id, device)
+    tgt = torch.tensor([[cfg.decoder_start_id, *tokens]], device=device)  # (1, T + 1)
+    return int(runner.decode(runner.encode(src_ids, src_mask), src_mask, tgt)[0, -1].argmax())
+
+
+def opener(params: DecodeParams, k: int) -> tuple[int, ...]:
+    """Constraint k's term as written where it was capitalised to open the output ("tele" for "Tele"), else ()."""
+    agreement, twin = params.agreement, params.constraints.index(params.constraints[k])
+    probe = agreement.probes[twin] if agreement is not None else None
+    return probe.lower if probe is not None and probe.lower != params.constraints[k] else ()
+
+
+def lowered(params: DecodeParams, k: int, lower: tuple[int, ...]) -> tuple[tuple[int, ...], ...]:
+    """The constraints with constraint k's term (and its twins) as written: words come before it now."""
+    return tuple(lower if c == params.constraints[k] else c for c in params.constraints)
 
 
 def again(tokens: list[int], end: int, word: tuple[int, ...], term: tuple[int, ...], vocab: Pieces) -> tuple[int, ...]:

@@ -209,6 +209,8 @@ def test_a_streamed_glossary_text_is_its_answer(builtin, text, glossary, reason)
      ["fotografía", "teléfono", "micrófono"]),  # was "la foto fotografía próximo al micro teléfono"
     ("The movie was better than the information said.", {"movie": "peli", "information": "info"}, ["la info"],
      ["película", "información"]),  # "la", the model's article for its "información" ("info": "el" by its ending)
+    ("Television is boring on Sundays.", {"television": "tele"}, ["La tele"], ["Tele", "televisi", "versiones"]),
+    # a capitalised term that opened the output ("Tele versiones"), after the model's own article now
 ])  # fmt: skip
 def test_an_abbreviation_stands_in_for_the_models_word(builtin, text, glossary, wanted, left):
     """Terms the built-in model reads as the start of its own longer word read as a person would write them: no
