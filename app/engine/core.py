@@ -324,7 +324,7 @@ class EngineCore:
         if span[1] < 0:
             return self.probes.get(("own", term), ())
         return self._probed(
-            ("own", term), lambda: unfinished.own_word(self.loop.runner, unfinished.own(src, span), self.vocab)
+            ("own", term), lambda: unfinished.own_word(self.loop.runner, unfinished.own_source(src, span), self.vocab)
         )
 
     def _forms(self, probe: Probe) -> list[float]:

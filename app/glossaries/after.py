@@ -54,11 +54,11 @@ def mend(text: str, terms: list[str], language: str, lexicon: Lexicon | None) ->
             continue
         for found in re.finditer(rf"(?<!\w){re.escape(term)}(?!\w)", text, re.IGNORECASE):
             before = _word_before(text, found.start(), language)
-            head = _head(text, found.start(), language, lexicon) if before in PHRASES[language] else None
-            if head is not None:  # the term in a phrase after the subject: the copula's word agrees with that
-                at = _agreeing_word(text, found.end(), *head, language, lexicon, True, False)
+            noun = _subject(text, found.start(), language, lexicon) if before in PHRASES[language] else None
+            if noun is not None:  # the term in a phrase after the subject: the copula's word agrees with that
+                at = _agreeing_word(text, found.end(), *noun, language, lexicon, True, False)
                 if at is not None and lexicon.agreeing(at.group(), only=False)[0] == gender:  # the term's, mistaken
-                    text = _swapped(text, at, head[0], language, lexicon)
+                    text = _swapped(text, at, noun[0], language, lexicon)
                 continue
             if before in OF[language]:
                 continue
@@ -81,7 +81,7 @@ def _word_before(text: str, start: int, language: str) -> str | None:
     return None
 
 
-def _head(text: str, start: int, language: str, lexicon: Lexicon) -> tuple[str, str] | None:
+def _subject(text: str, start: int, language: str, lexicon: Lexicon) -> tuple[str, str] | None:
     """The gender and number of the noun that opens the clause of a term starting at `start` inside a phrase after it
     ("El coche de mi jefa": "coche", m, sg): determiners, a noun the analyser knows, a preposition, determiners, the
     term; None for any other shape."""

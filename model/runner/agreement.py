@@ -15,7 +15,7 @@ import torch
 from model.runner import Runner
 from model.runner.fallback import placed, places
 from model.runner.loop import pad_batch
-from model.runner.params import DecodeParams, Probe
+from model.runner.params import DecodeParams, Probe, Word
 
 MARGIN = 1.0  # nats by which the model's choice must beat what the output holds to change it
 
@@ -92,12 +92,22 @@ def redo(
                     continue  # capitalised already
                 raised = tuple(p.upper if c == term else c for c in cons)
                 return placed(dataclasses.replace(params, constraints=raised), p.upper, k)
-            if best in word.fits or not word.variants[best] or score[best] - max(score[f] for f in word.fits) < MARGIN:
+            variant = preferred(word, score)
+            if variant is None:
                 continue
             start = at - len(word.ids)
-            prefix = (*tokens[:start], *word.variants[best], *term)
+            prefix = (*tokens[:start], *variant, *term)
             if len(prefix) >= params.max_new_tokens:
                 return None
-            swapped = (start, start + len(word.variants[best]))
+            swapped = (start, start + len(variant))
             return placed(dataclasses.replace(params, mended=(*params.mended, swapped)), prefix, k)
     return None
+
+
+def preferred(word: Word, score: list[float]) -> tuple[int, ...] | None:
+    """`word` in the form a term's form scores prefer (its own ids), where it fits another form and the preferred one
+    wins by MARGIN over those it fits; else None."""
+    best = max(range(len(score)), key=score.__getitem__)
+    if best in word.fits or not word.variants[best] or score[best] - max(score[f] for f in word.fits) < MARGIN:
+        return None
+    return word.variants[best]

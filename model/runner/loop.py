@@ -82,7 +82,7 @@ class DecodeLoop:
         """Encode new requests and project their cross-attention K/V once, and decode their forced prefixes
         teacher-forced (a glossary retry's: one pass instead of a step per token); they join with `join`."""
         src, src_mask = pad_batch([r.src for r in requests], self.runner.cfg.pad_id, self.runner.device)
-        keep = [bool(r.params.constraint_spans) for r in requests]  # encoded again to align or retry, until done
+        keep = [r.params.revisable for r in requests]  # encoded again to align or retry, until done
         new = Encoded(requests, *self.runner.cross_kv(self.runner.encode(src, src_mask, keep)), src_mask)
         at = [i for i, r in enumerate(requests) if r.params.prefix and r.params.beam_size > 1]  # one-row requests book
         # their tokens on the host, step by step

@@ -80,8 +80,8 @@ class DecodeParams:
     agreement: Agreement | None = None  # how the word before each constraint is made to agree with it
     mended: tuple[tuple[int, int], ...] = ()  # the prefix's spans that are not the model's words: a word mended to
     # agree with a term, a term standing in for the model's word
-    stand_in: tuple[int, ...] = ()  # a term that replaces the model's first word after the prefix (`unfinished`)
-    stand_for: tuple[int, ...] = ()  # ... the model's word it replaces, where known (else one starting as the term)
+    stand_in: tuple[int, ...] = ()  # a term that replaces the model's own word after the prefix (`unfinished`)
+    stand_for: tuple[int, ...] = ()  # ... that word, where known (else the first of a few starting as the term does)
 
     def __post_init__(self) -> None:
         checks = [

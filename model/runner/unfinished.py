@@ -18,7 +18,7 @@ import torch
 from torch import Tensor
 
 from model.runner import Runner
-from model.runner.agreement import MARGIN
+from model.runner.agreement import MARGIN, preferred
 from model.runner.constraints import Words
 from model.runner.fallback import places
 from model.runner.loop import pad_batch
@@ -61,28 +61,25 @@ def onward(
 ) -> list[tuple[float, int]]:  # fmt: skip
     """Teacher-forced over the output `tokens`, for each (start, end) of a term in it: the probability that the token
     after it makes a longer word of it, and the model's own first token where it starts."""
-    cfg, device = runner.cfg, runner.device
-    src_ids, src_mask = pad_batch([src], cfg.pad_id, device)
-    tgt = torch.tensor([[cfg.decoder_start_id, *tokens[: max(e for _, e in found)]]], device=device)  # (1, T + 1)
-    logits = runner.decode(runner.encode(src_ids, src_mask), src_mask, tgt)[0].float()  # (T + 1, V)
-    at = torch.tensor([p for pair in found for p in pair], device=device)
+    logits = teacher_forced(runner, src, tokens[: max(e for _, e in found)])  # (T + 1, V)
+    at = torch.tensor([p for pair in found for p in pair], device=logits.device)
     starts, ends = logits.index_select(0, at).view(len(found), 2, -1).unbind(1)  # (E, V) each
     longer = ends.softmax(-1) @ vocab.longer[: ends.shape[1]]  # (E,)
     return list(zip(longer.tolist(), starts.argmax(-1).tolist(), strict=True))
 
 
 def alone(runner: Runner, src: tuple[int, ...], term: tuple[int, ...], vocab: Pieces) -> float:
-    """The probability that the model goes on with `term`, alone as the output of `src` (its own source words: `own`),
-    as a longer word: a term it reads whole (most: "fichero" 0.01, "repisa" 0.13 on the built-in model; "profe" 0.72,
-    "moto" 0.95) needs no look in context."""
+    """The probability that the model goes on with `term`, alone as the output of `src` (its own source words:
+    `own_source`), as a longer word: a term it reads whole (most: "fichero" 0.01, "repisa" 0.13 on the built-in
+    model; "profe" 0.72, "moto" 0.95) needs no look in context."""
     return onward(runner, list(src), list(term), [(0, len(term))], vocab)[0][0]
 
 
 @torch.inference_mode()
 def own_word(runner: Runner, src: tuple[int, ...], vocab: Pieces) -> tuple[int, ...]:
-    """The model's own first word (its tokens) for `src` (a term's own source words: `own`), greedy: "Settings" ->
-    "Configuración", "platform" -> "platforma" (NEXT_WORDS words after a term that start as it does are its word
-    again: `redo`)."""
+    """The model's own first word (its tokens) for `src` (a term's own source words: `own_source`), greedy:
+    "Settings" -> "Configuración", "platform" -> "platforma" (AFTER words after a term that start as it does are its
+    word again: `again`)."""
     cfg, device = runner.cfg, runner.device
     src_ids, src_mask = pad_batch([list(src)], cfg.pad_id, device)
     memory, out = runner.encode(src_ids, src_mask), []
@@ -95,7 +92,7 @@ def own_word(runner: Runner, src: tuple[int, ...], vocab: Pieces) -> tuple[int, 
     return tuple(out)
 
 
-def own(src: list[int], span: tuple[int, int, int]) -> tuple[int, ...]:
+def own_source(src: list[int], span: tuple[int, int, int]) -> tuple[int, ...]:
     """A term's own source words, as a source of their own (the source's last token, EOS, kept), from its `span`; the
     whole source for a term placed by a prefix (no span)."""
     return tuple(src) if span[1] < 0 else (*src[span[1] : span[2]], src[-1])
@@ -120,7 +117,7 @@ def redo(
         article = params.agreement.before(tokens, at) if params.agreement is not None else None
         cut = at - len(article.ids) if article is not None and at - len(article.ids) >= fixed else at
         return parked(params, tokens[:cut], k, w)
-    found = [(at, end, k) for at, end, k in found if alone(own(src, spans[k]), terms[k]) >= ONWARD]
+    found = [(at, end, k) for at, end, k in found if alone(own_source(src, spans[k]), terms[k]) >= ONWARD]
     if not found:
         return None
     for (at, _, k), (p, first) in zip(found, onward(runner, src, tokens, [f[:2] for f in found], vocab), strict=True):
@@ -135,20 +132,30 @@ def redo(
     return None
 
 
-@torch.inference_mode()
 def next_piece(runner: Runner, src: list[int], tokens: list[int]) -> int:
     """The model's own next token after the output `tokens`, teacher-forced."""
+    return int(teacher_forced(runner, src, tokens)[-1].argmax())
+
+
+@torch.inference_mode()
+def teacher_forced(runner: Runner, src: list[int], tokens: list[int]) -> Tensor:
+    """The decoder's logits (T + 1, V) over the output `tokens` of `src`, teacher-forced (float32)."""
     cfg, device = runner.cfg, runner.device
     src_ids, src_mask = pad_batch([src], cfg.pad_id, device)
     tgt = torch.tensor([[cfg.decoder_start_id, *tokens]], device=device)  # (1, T + 1)
-    return int(runner.decode(runner.encode(src_ids, src_mask), src_mask, tgt)[0, -1].argmax())
+    return runner.decode(runner.encode(src_ids, src_mask), src_mask, tgt)[0].float()
 
 
 def opener(params: DecodeParams, k: int) -> tuple[int, ...]:
     """Constraint k's term as written where it was capitalised to open the output ("tele" for "Tele"), else ()."""
-    agreement, twin = params.agreement, params.constraints.index(params.constraints[k])
-    probe = agreement.probes[twin] if agreement is not None else None
+    probe = probe_of(params, k)
     return probe.lower if probe is not None and probe.lower != params.constraints[k] else ()
+
+
+def probe_of(params: DecodeParams, k: int) -> Probe | None:
+    """Constraint k's agreement probe (twins share the first one's), or None."""
+    twin = params.constraints.index(params.constraints[k])
+    return params.agreement.probes[twin] if params.agreement is not None else None
 
 
 def lowered(params: DecodeParams, k: int, lower: tuple[int, ...]) -> tuple[tuple[int, ...], ...]:
@@ -162,7 +169,7 @@ def again(tokens: list[int], end: int, word: tuple[int, ...], term: tuple[int, .
     lead = vocab.spelled(word)[:4]
     if len(lead) < 3 or lead.startswith(vocab.lead(term)):
         return ()
-    after = spans(tokens, end, vocab)[:AFTER]
+    after = word_spans(tokens, end, vocab)[:AFTER]
     return word if any(vocab.spelled(tokens[a:b]).startswith(lead) for a, b in after) else ()
 
 
@@ -219,17 +226,10 @@ def agreed(
     """The word of the language's table right before constraint k's term at `at` (start, its ids, the form to swap
     it for), where the agreement's probe of the term prefers another form by MARGIN (the model wrote it for its own
     word: "la plataforma", for "andén"); None where it fits or there is no probe."""
-    agreement = params.agreement
-    twin = params.constraints.index(params.constraints[k])  # twins share the first one's probe
-    probe = agreement.probes[twin] if agreement is not None else None
-    word = agreement.before(tokens, at) if probe is not None else None
-    if word is None:
-        return None
-    score = forms(probe)
-    best = max(range(len(score)), key=score.__getitem__)
-    if best in word.fits or not word.variants[best] or score[best] - max(score[f] for f in word.fits) < MARGIN:
-        return None
-    return at - len(word.ids), word.ids, word.variants[best]
+    probe = probe_of(params, k)
+    word = params.agreement.before(tokens, at) if probe is not None else None
+    variant = preferred(word, forms(probe)) if word is not None else None
+    return None if variant is None else (at - len(word.ids), word.ids, variant)
 
 
 def article(
@@ -251,7 +251,8 @@ def article(
 
 
 def swapped(hyp: Hypothesis, start: int, old: tuple[int, ...], new: tuple[int, ...]) -> Hypothesis:
-    """`hyp` with the word `old` at `start` swapped for `new` (its pieces take the word's log-probability)."""
+    """`hyp` with the word `old` at `start` swapped for `new` (its pieces take the word's log-probability in equal
+    parts; 0 where `old` is empty)."""
     tokens = [*hyp.tokens[:start], *new, *hyp.tokens[start + len(old) :]]
     logprobs = hyp.logprobs
     if logprobs is not None:
@@ -266,22 +267,17 @@ def replaced(hyp: Hypothesis, params: DecodeParams, vocab: Pieces) -> tuple[Hypo
     the first that starts as the term does (the model took the term for the start of its word), else the first; the
     term's pieces take the word's log-probability in equal parts."""
     tokens, term = hyp.tokens, params.stand_in
-    words = spans(tokens, len(params.prefix), vocab)
+    words = word_spans(tokens, len(params.prefix), vocab)
     if params.stand_for:  # the model's word, as `again` found it, wherever the model put it ("El menú de ...")
         lead = vocab.spelled(params.stand_for)[:4]
         own = [w for w in words if vocab.spelled(tokens[w[0] : w[1]]).startswith(lead)]
     else:
         own = [w for w in words[:NEXT_WORDS] if vocab.lead(tokens[w[0] : w[1]]) == vocab.lead(term)]
     start, end = (own or words or [(len(params.prefix),) * 2])[0]  # no word there: the term goes in before the rest
-    out = [*tokens[:start], *term, *tokens[end:]]
-    logprobs = hyp.logprobs
-    if logprobs is not None:
-        word = sum(logprobs[start:end]) / len(term)  # 0 where nothing was replaced
-        logprobs = [*logprobs[:start], *[word] * len(term), *logprobs[end:]]
-    return dataclasses.replace(hyp, tokens=out, logprobs=logprobs), start, tuple(tokens[start:end])
+    return swapped(hyp, start, tuple(tokens[start:end]), term), start, tuple(tokens[start:end])
 
 
-def spans(tokens: list[int], start: int, vocab: Pieces) -> list[tuple[int, int]]:
+def word_spans(tokens: list[int], start: int, vocab: Pieces) -> list[tuple[int, int]]:
     """The words of `tokens` from `start` on, as [start, end) token spans: a word-initial piece and the pieces that go
     on with it (punctuation and special tokens are no words)."""
     out = []
