@@ -5,9 +5,9 @@ for dynamic beam allocation (Post & Vilar 2018; vectorized as Hu et al. 2019 and
 Per row: the constraints (N, J, L) (padded with -1; a row of a request without constraints has none), each one's
 length (N, J), the tokens of it matched by the row's latest tokens (N, J) and whether it was met (N, J). A beam step
 adds to each group's best candidates every row's next token of each constraint it has not met and its own best token,
-and ranks the candidates by bank (constraint tokens met, partial matches included) round-robin: the best of every
-bank, from the fullest, then the second best of every bank, and so on. EOS waits until every constraint that can
-still be met is met.
+and ranks the candidates by bank (constraint tokens met, partial matches included, less the tokens of constraints
+lost) round-robin: the best of every bank, from the fullest, then the second best of every bank, and so on. EOS waits
+until every constraint that can still be met is met.
 
 Placed by alignment (Hasler et al. 2018; Chen et al. 2021): a constraint with a source span (the source tokens of the
 glossary term it translates, and of the word before it) opens its window when the decoder's alignment (its
@@ -311,10 +311,11 @@ def candidates(
 ) -> tuple[tuple[Tensor, ...], tuple[Tensor, Tensor]]:  # fmt: skip
     """Each beam group's candidates in the order they take its places: its best ones `top` (cumulative score, parent
     place, token, each (G, M)) and every row's constraint tokens and own best token (duplicates dropped), allocated
-    over banks, with the count of constraints each leaves unmet and the count its parent has lost; and each one's
-    progress, matched and met (G, K, J) (`Constraints.chosen`). Scores (N, V), cumulative scores (N,) and, where the
-    step has them, argmaxes (N,) of every row; `words`: the vocabulary's word starts (a term translated twice is
-    lost, `Constraints.after`)."""
+    over banks (the tokens a candidate met, less those of the constraints its parent lost: "No se pudo ... la base de
+    datos", which let "servidor" pass, is not in the bank of "El servidor ... la base de dato"), with the count of
+    constraints each leaves unmet and the count its parent has lost; and each one's progress, matched and met
+    (G, K, J) (`Constraints.chosen`). Scores (N, V), cumulative scores (N,) and, where the step has them, argmaxes
+    (N,) of every row; `words`: the vocabulary's word starts (a term translated twice is lost, `Constraints.after`)."""
     rows = beams.rows if beams.rows is not None else torch.arange(scores.shape[0], device=scores.device)
     tokens, got = extra_candidates(scores, rows, cons, best)  # (Nb, J + 1)
     g, w, e = beams.groups, beams.width, tokens.shape[1]
@@ -334,9 +335,9 @@ def candidates(
     score = score.scatter(1, order, score.gather(1, order).masked_fill(dup, NEG_INF))
     at = (beams.knobs.first[:, None] + parent).clamp(max=scores.shape[0] - 1)  # (G, K) rows (padding: any, -inf)
     matched, met = cons.after(at, token, words)
-    pick = allocate(score, cons.bank(matched, met, at))
-    unmet = (~met).sum(-1)  # (G, K) constraints a candidate leaves unmet
-    lost = cons.lost[at].sum(-1)  # (G, K) constraints its parent can no longer meet
+    lost = cons.lost[at]  # (G, K, J) constraints its parent can no longer meet
+    pick = allocate(score, (cons.bank(matched, met, at) - (cons.length[at] * lost).sum(-1)).clamp_(min=0))
+    unmet, lost = (~met).sum(-1), lost.sum(-1)  # (G, K) constraints a candidate leaves unmet, its parent lost
     by = pick[:, :, None].expand(-1, -1, met.shape[-1])  # (G, K, J)
     chosen = tuple(x.gather(1, pick) for x in (score, parent, token, unmet, lost))
     return chosen, (matched.gather(1, by), met.gather(1, by))

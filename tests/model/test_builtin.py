@@ -152,6 +152,14 @@ def test_a_glance_at_the_source_end_inside_a_word_does_not_close_a_terms_window(
     )
 
 
+def test_a_hypothesis_that_lost_a_term_ranks_in_a_lower_bank(checkpoint):
+    # catches: "El servidor no pudo encontrar la base de base de datos.": "No se pudo ... la base de datos" (it let
+    # "servidor" pass) shared the fullest bank with "El servidor ... la base de dato", and took the last place
+    entries = (("server", "servidor"), ("database", "base de datos"))
+    out = glossed(checkpoint, "The server could not find the database.", entries, lexicon("es"))
+    assert out == "El servidor no pudo encontrar la base de datos.", out
+
+
 def glossed(ck, en: str, entries: tuple[tuple[str, str], ...], analyser) -> str:
     """The output of `en` with a glossary as the planner uses it (its matching and plurals, agreement, retries)."""
     tok, runner = ck.tokenizer, Eager(ck.model)
