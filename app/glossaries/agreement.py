@@ -8,8 +8,9 @@ nuevo aviso"). A word's form is found in the longest row ending before the term 
 la"). The model's scores get a prior for the gender of the term's first word: where the machine has a morphological
 analyser for the language (`lexicon`), the gender it gives decides, and for a word it does not know (a rare one, which
 the model knows even less) the word's ending decides (Spanish: -a feminine, -o masculine, with the known exceptions);
-without an analyser the ending weighs 2 nats. The analyser's number, where it knows one, decides too ("las imágenes", a
-plural entry's target: `plurals`). Languages without a table get no agreement."""
+without an analyser the ending weighs 2 nats. The number likewise: the analyser's, where it knows the word as a noun
+("las imágenes", a plural entry's target: `plurals`), else the ending's ("los ajustes"). Languages without a table get
+no agreement."""
 
 from __future__ import annotations
 
@@ -44,12 +45,16 @@ GENDERS = {"es": ("m", "f", "m", "f")}  # each column's gender
 NUMBERS = {"es": ("sg", "sg", "pl", "pl")}  # and number
 ENDINGS: dict[str, tuple[tuple[str, str], ...]] = {  # (ending, gender), the first that ends the word
     "es": (("ma", ""), ("ión", "f"), ("dad", "f"), ("tad", "f"), ("tud", "f"), ("umbre", "f"), ("a", "f"), ("o", "m"),
-           ("or", "m"), ("aje", "m"), ("ón", "m"), ("l", "m"), ("d", "f")),
+           ("or", "m"), ("aje", "m"), ("ón", "m"), ("l", "m"), ("d", "f"), ("ie", "f"), ("e", "m")),
 }  # fmt: skip
 EXCEPTIONS = {"es": {"foto": "f", "moto": "f", "mano": "f", "radio": "f", "día": "m", "mapa": "m", "sofá": "m",
                      "planeta": "m", "tranvía": "m", "señal": "f", "sal": "f", "cal": "f", "catedral": "f", "piel": "f",
                      "miel": "f", "cárcel": "f", "col": "f", "sucursal": "f", "moral": "f", "credencial": "f",
-                     "césped": "m", "ataúd": "m", "huésped": "m", "razón": "f"}}  # fmt: skip
+                     "césped": "m", "ataúd": "m", "huésped": "m", "razón": "f", "calle": "f", "noche": "f",
+                     "llave": "f", "nube": "f", "parte": "f", "gente": "f", "leche": "f", "muerte": "f", "suerte": "f",
+                     "clase": "f", "frase": "f", "base": "f", "fuente": "f", "carne": "f", "sangre": "f", "torre": "f",
+                     "tarde": "f", "mente": "f", "corriente": "f", "nieve": "f", "fiebre": "f", "red": "f",
+                     "cookie": "f", "interfaz": "f", "gerente": "", "cliente": "", "estudiante": ""}}  # fmt: skip
 ENDING_NATS = 2.0  # the ending's prior without an analyser (measured on the glossary dev set: 1-3 alike)
 DECISIVE = 20.0  # nats: with an analyser, its gender or the ending's decides (dev set: 15-40 alike, 10 misses some)
 # Source texts the term's form is asked after: neutral ones, and the term's own source after an article ({})
@@ -95,8 +100,8 @@ class Agreeing:
         sources = tuple(tuple(self.encode(s.format(source))) for s in self.sources)
         forms = tuple((*self.lead, *self.encode_target(f"{a} {target}")) for a in self.articles)
         gender, nats = self._gender(target)
-        number = "pl" if plural else self._number(target)
-        prior = tuple(nats * (g == gender) + DECISIVE * (n == number)
+        number, weight = ("pl", DECISIVE) if plural else self._number(target)
+        prior = tuple(nats * (g == gender) + weight * (n == number)
                       for g, n in zip(GENDERS[self.language], NUMBERS[self.language], strict=True))  # fmt: skip
         lower = tuple(self.encode_target(target)) if opens and capital(target) != target else ()
         raise_it = capitalised and not opens and capital(target) != target
@@ -111,9 +116,13 @@ class Agreeing:
         first = target.split()[0] if target.split() else ""
         return self.lexicon.gender(first) or ending(self.language, target), DECISIVE
 
-    def _number(self, target: str) -> str:
-        """The number of the term's first word as the analyser knows it ("" without one, or where it does not)."""
-        return self.lexicon.number(target.split()[0]) if self.lexicon is not None and target.split() else ""
+    def _number(self, target: str) -> tuple[str, float]:
+        """The number of the term's first word and the nats it weighs: the analyser's where it knows the word as a noun
+        (decisive), else its ending's (decisive with an analyser, 2 nats without; "" where it says none)."""
+        first = target.split()[0] if target.split() else ""
+        if self.lexicon is None:
+            return plural_ending(self.language, first), ENDING_NATS
+        return self.lexicon.number(first) or plural_ending(self.language, first), DECISIVE
 
 
 def rows(language: str) -> tuple[tuple[str, ...], ...]:
@@ -130,13 +139,21 @@ def ending(language: str, term: str) -> str:
     """The gender the ending of a term's first word gives ("m", "f"), its plural ending dropped; "" where it says
     none."""
     word = term.split()[0].lower() if term.split() else ""
-    if re.search(r"[^aeiouáéíóú]es$", word):  # "ventanales" -> "ventanal", "canciones" -> "canción" (accent back)
+    if word.endswith("s") and word[:-1] in EXCEPTIONS[language]:  # "llaves" -> "llave"
+        word = word[:-1]
+    elif re.search(r"[lnrdjy]es$", word):  # "ventanales" -> "ventanal", "canciones" -> "canción" (accent back)
         word = re.sub(r"on$", "ón", word[:-2])
-    elif word.endswith("s"):
+    elif word.endswith("s"):  # "ajustes" -> "ajuste"
         word = word[:-1]
     if word in EXCEPTIONS[language]:
         return EXCEPTIONS[language][word]
     return next((g for end, g in ENDINGS[language] if word.endswith(end)), "")
+
+
+def plural_ending(language: str, word: str) -> str:
+    """The number a word's ending gives: "pl" for a lowercase Spanish word in -as, -es or -os ("ajustes", which the
+    analyser knows only as a verb's form), "" otherwise (a name: "Windows"; "virus", "tesis" end otherwise)."""
+    return "pl" if language == "es" and word.islower() and re.search(r"[aeo]s$", word) else ""
 
 
 def capital(word: str) -> str:

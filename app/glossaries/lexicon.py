@@ -42,10 +42,12 @@ class Lexicon:
         return genders.pop() if len(genders) == 1 and genders != {"mf"} else ""
 
     def number(self, word: str) -> str:
-        """The word's number as the analyser knows it: "pl" ("imágenes"), "sg", "sp" (both: "lunes"), or "" where it
-        does not know the word ("imagenes", a plural made by rule that is none) or knows it as both singular and
-        plural."""
-        numbers = set(re.findall(r"<(sg|pl|sp)>", self._analyses(word)))
+        """The word's number as the analyser knows it as a noun: "pl" ("imágenes", "descargas" beside the verb's
+        "descargas"), "sg", "sp" (both: "lunes"), or "" where it does not know the word ("imagenes", a plural made by
+        rule that is none), knows it only as another word ("ajustes": a verb's form, singular) or as a noun of both
+        numbers."""
+        nouns = [reading for reading in self._analyses(word).split("/") if "<n>" in reading]
+        numbers = set(re.findall(r"<(sg|pl|sp)>", "".join(nouns)))
         return numbers.pop() if len(numbers) == 1 else ""
 
     def noun(self, word: str) -> bool | None:

@@ -45,6 +45,8 @@ def test_with_an_analyser_its_gender_or_the_endings_decides_and_without_one_the_
     assert prior(with_it, "gerente") == (DECISIVE, DECISIVE, 0, 0)  # either gender: the model decides
     assert prior(without, "ventanal") == (ENDING_NATS, 0, ENDING_NATS, 0)
     assert prior(without, "sartén") == (0, 0, 0, 0)
+    assert prior(without, "ajustes") == (ENDING_NATS, 0, 2 * ENDING_NATS, ENDING_NATS)  # its ending's number too
+    assert prior(without, "Windows") == (0, 0, 0, 0)  # a name's ending says nothing
 
 
 @needs_analyser
@@ -53,5 +55,9 @@ def test_the_analysers_number_or_a_plural_entry_decides_the_articles_number():
     # know, made from a singular entry: `plurals`)
     agreeing = Agreeing("es", SOURCES["en"], encode, encode, lexicon=ES)
     assert ES.number("imágenes") == "pl" and ES.number("lunes") == "sp" and ES.number("imagenes") == ""
+    assert ES.number("descargas") == "pl" and ES.number("ajustes") == ""  # nouns only: beside a verb's, or none
     assert agreeing([("x", "imágenes", False)]).probes[0].prior == (0, DECISIVE, DECISIVE, 2 * DECISIVE)
     assert agreeing([("x", "ventanales", False, True)]).probes[0].prior == (DECISIVE, 0, 2 * DECISIVE, DECISIVE)
+    # catches: "El ajustes están en el menú." (the analyser knows "ajustes" only as a verb's form, singular, which
+    # decided the article's number); its ending says plural (and masculine: "-e")
+    assert agreeing([("x", "ajustes", False)]).probes[0].prior == (DECISIVE, 0, 2 * DECISIVE, DECISIVE)
