@@ -56,6 +56,7 @@ EXCEPTIONS = {"es": {"foto": "f", "moto": "f", "mano": "f", "radio": "f", "día"
                      "tarde": "f", "mente": "f", "corriente": "f", "nieve": "f", "fiebre": "f", "red": "f",
                      "cookie": "f", "interfaz": "f", "gerente": "", "cliente": "", "estudiante": ""}}  # fmt: skip
 ENDING_NATS = 2.0  # the ending's prior without an analyser (measured on the glossary dev set: 1-3 alike)
+SUBJECT_NATS = 3.0  # an article's gain before a plural that opens a sentence ("Parches están" needed 2.9)
 DECISIVE = 20.0  # nats: with an analyser, its gender or the ending's decides (dev set: 15-40 alike, 10 misses some)
 # Source texts the term's form is asked after: neutral ones, and the term's own source after an article ({})
 SOURCES: dict[str, tuple[str, ...]] = {"en": ("the {}", "the thing", ".")}
@@ -85,18 +86,24 @@ class Agreeing:
         return [Word(variants[i], tuple(k for k, v in enumerate(row) if v == w), variants)
                 for i, w in enumerate(row) if w and row.index(w) == i]  # fmt: skip
 
-    def __call__(self, terms: list[tuple | None], capitalised: bool = False) -> Agreement | None:
+    def __call__(
+        self, terms: list[tuple | None], capitalised: bool = False, sentence: bool = False
+    ) -> Agreement | None:
         """The agreement of a unit's constraints, each (source, target, whether it opens the unit capitalised[, whether
         the target is an entry's plural]) or None for one kept as written; `capitalised`: the unit starts with a
-        capital."""
+        capital; `sentence`: it is a sentence (not a heading or a status line: "Settings", "Files deleted.")."""
         if not any(terms):
             return None
-        probes = tuple(self._probe(*t, capitalised=capitalised) if t else None for t in terms)
+        probes = tuple(self._probe(*t, capitalised=capitalised, sentence=sentence) if t else None for t in terms)
         return Agreement(probes, self.words, self.openers)
 
-    def _probe(self, source: str, target: str, opens: bool, plural: bool = False, capitalised: bool = False) -> Probe:
+    def _probe(
+        self, source: str, target: str, opens: bool, plural: bool = False, capitalised: bool = False,
+        sentence: bool = False,
+    ) -> Probe:  # fmt: skip
         """The model's question for one term: the term after each article, after each source text (`plural`: the
-        target is an entry's plural, whatever the analyser knows of it)."""
+        target is an entry's plural, whatever the analyser knows of it); a plural that opens a sentence leans to its
+        article (a bare plural subject is not Spanish: "Ajustes pueden ser cambiados")."""
         sources = tuple(tuple(self.encode(s.format(source))) for s in self.sources)
         forms = tuple((*self.lead, *self.encode_target(f"{a} {target}")) for a in self.articles)
         gender, nats = self._gender(target)
@@ -106,7 +113,8 @@ class Agreeing:
         lower = tuple(self.encode_target(target)) if opens and capital(target) != target else ()
         raise_it = capitalised and not opens and capital(target) != target
         upper = tuple(self.encode_target(capital(target))) if raise_it else ()
-        return Probe(sources, forms, prior, lower, upper)
+        article = SUBJECT_NATS if opens and sentence and number == "pl" else 0.0
+        return Probe(sources, forms, prior, lower, upper, article)
 
     def _gender(self, target: str) -> tuple[str, float]:
         """The gender of the term's first word and the nats it weighs: the analyser's where it knows the word, else

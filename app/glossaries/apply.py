@@ -74,7 +74,8 @@ class GlossaryUse:
             return None
         found, text = self._found(unit), unit.lstrip()
         terms = [None if m.verbatim else (m.source, m.target, opens, m.plural) for _, _, m, opens in found]
-        return self.agreeing(terms, capitalised=text[:1].isupper())
+        sentence = text.rstrip()[-1:] in (".", "!", "?") and len(text.split()) >= 3  # not "Files deleted."
+        return self.agreeing(terms, capitalised=text[:1].isupper(), sentence=sentence)
 
     def _found(self, unit: str) -> list[tuple[tuple[int, ...], tuple[int, int], Match, bool]]:
         """Each constraint of the unit: its ids, its span in the unit, its match and whether it opens the unit

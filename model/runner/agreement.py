@@ -51,11 +51,11 @@ def redo(
     output up to the term forced, the term placed by it), or None when all agree. `scores`: a probe's form scores
     (cached by the caller); `likely`: outputs' log-probabilities for the request's source. A word before a term that
     fits another form is swapped for its word of the model's form; a term capitalised to open the output gets the
-    article of its form before it, in its own case, where the model likes that better ("Contraseñas deben" -> "Las
-    contraseñas deben"), and is lowered where the output put words before it ("Las Contraseñas" -> "Las
-    contraseñas"); a lowercase term that opens the output of a sentence starting with a capital gets its article
-    or a capital ("comercio en la esquina" -> "El comercio en la esquina"). Each retry mends one more occurrence,
-    for good."""
+    article of its form before it, in its own case, where the model likes that better, with the probe's `article`
+    nats ("Contraseñas deben" -> "Las contraseñas deben"), and is lowered where the output put words before it ("Las
+    Contraseñas" -> "Las contraseñas"); a lowercase term that opens the output of a sentence starting with a capital
+    gets its article or a capital ("comercio en la esquina" -> "El comercio en la esquina"). Each retry mends one
+    more occurrence, for good."""
     agreement, cons = params.agreement, params.constraints
     if agreement is None:
         return None
@@ -83,7 +83,7 @@ def redo(
             if word is None:  # the term opens the output: with its article, else with a capital
                 opened = (*agreement.openers[best], *(p.lower or term))
                 ours, article = likely([p.upper or term, opened])
-                if article - ours >= MARGIN and len(opened) < params.max_new_tokens:
+                if article + p.article - ours >= MARGIN and len(opened) < params.max_new_tokens:
                     lowered = tuple(p.lower if c == term else c for c in cons) if p.lower else cons
                     article_at = (0, len(agreement.openers[best]))
                     mended = dataclasses.replace(params, constraints=lowered, mended=(*params.mended, article_at))

@@ -16,14 +16,16 @@ PARKED: Span = (1 << 30, 1 << 30, (1 << 30) + 1)  # a term left to the model, to
 class Probe:
     """How one term's form is asked of the model: source ids (neutral texts, and the term's source after an article),
     the term after each form's article (target ids, no EOS), a prior per form in nats (the language's endings), the
-    term as written where its constraint is capitalised to open the output (else empty), and the term capitalised
-    where it is not but its sentence starts with a capital (the output's first word, should the term open it)."""
+    term as written where its constraint is capitalised to open the output (else empty), the term capitalised where
+    it is not but its sentence starts with a capital (the output's first word, should the term open it), and the nats
+    an article before it gains where it opens a sentence (a plural subject: "Los ajustes pueden ...")."""
 
     sources: tuple[tuple[int, ...], ...]
     forms: tuple[tuple[int, ...], ...]
     prior: tuple[float, ...]
     lower: tuple[int, ...] = ()
     upper: tuple[int, ...] = ()
+    article: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -160,6 +160,21 @@ def test_a_hypothesis_that_lost_a_term_ranks_in_a_lower_bank(checkpoint):
     assert out == "El servidor no pudo encontrar la base de datos.", out
 
 
+@pytest.mark.parametrize(
+    "en, term, target, wanted",
+    [
+        ("Settings can be changed at any time.", "settings", "ajustes", "Los ajustes pueden "),  # was "Ajustes pueden"
+        ("Updates are installed at night.", "updates", "parches", "Los parches "),  # was "Parches están"
+        ("Settings", "settings", "ajustes", "Ajustes"),  # a heading: bare
+        ("Files deleted.", "file", "fichero", "Ficheros "),  # a status line: bare
+    ],
+)
+def test_a_plural_that_opens_a_sentence_gets_its_article(checkpoint, en, term, target, wanted):
+    # catches: a bare plural subject ("Ajustes pueden ser cambiados"), or an article given to a heading or status line
+    out = glossed(checkpoint, en, ((term, target),), lexicon("es"))
+    assert out.startswith(wanted), out
+
+
 def glossed(ck, en: str, entries: tuple[tuple[str, str], ...], analyser) -> str:
     """The output of `en` with a glossary as the planner uses it (its matching and plurals, agreement, retries)."""
     tok, runner = ck.tokenizer, Eager(ck.model)

@@ -5,7 +5,7 @@ import shutil
 
 import pytest
 
-from app.glossaries.agreement import DECISIVE, ENDING_NATS, SOURCES, Agreeing
+from app.glossaries.agreement import DECISIVE, ENDING_NATS, SOURCES, SUBJECT_NATS, Agreeing
 from app.glossaries.lexicon import ANALYSERS, Lexicon, lexicon
 
 ES = lexicon("es")
@@ -58,6 +58,9 @@ def test_the_analysers_number_or_a_plural_entry_decides_the_articles_number():
     assert ES.number("descargas") == "pl" and ES.number("ajustes") == ""  # nouns only: beside a verb's, or none
     assert agreeing([("x", "imágenes", False)]).probes[0].prior == (0, DECISIVE, DECISIVE, 2 * DECISIVE)
     assert agreeing([("x", "ventanales", False, True)]).probes[0].prior == (DECISIVE, 0, 2 * DECISIVE, DECISIVE)
+    # a plural that opens a sentence leans to its article; a singular, or a unit that is no sentence, does not
+    article = lambda term, sentence: agreeing([("x", term, True)], sentence=sentence).probes[0].article  # noqa: E731
+    assert article("ajustes", True) == SUBJECT_NATS and article("ajustes", False) == article("sartén", True) == 0
     # catches: "El ajustes están en el menú." (the analyser knows "ajustes" only as a verb's form, singular, which
     # decided the article's number); its ending says plural (and masculine: "-e")
     assert agreeing([("x", "ajustes", False)]).probes[0].prior == (DECISIVE, 0, 2 * DECISIVE, DECISIVE)
