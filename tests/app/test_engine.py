@@ -4,6 +4,7 @@ failed decode step, join or filter fails the requests it touched and the core go
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import pytest
@@ -258,6 +259,7 @@ def test_a_term_read_as_the_start_of_a_longer_word_stands_in_for_its_own(monkeyp
     # catches: no stand-in retry (ONWARD out of reach), a stand-in's twin left to be met by the other occurrence ("la
     # bicicleta nueva")
     from app.engine.messages import Submit, WireUnit
+    from app.glossaries.agreement import SOURCES, Agreeing
     from app.glossaries.apply import GlossaryUse
     from model.loading.checkpoint import load
     from model.runner import unfinished
@@ -268,8 +270,11 @@ def test_a_term_read_as_the_start_of_a_longer_word_stands_in_for_its_own(monkeyp
     ck = load(BUILTIN)
     tok = ck.tokenizer
     words = Words.of(tok.target_pieces(ck.config.tgt_vocab_size), torch.device("cpu"))
-    cons, chars = GlossaryUse(tuple(terms.items()), tok.encode_target, 7).constraints(en)
+    agreeing = Agreeing("es", SOURCES["en"], tok.encode, tok.encode_target)  # as the planner's, without an analyser
+    use = GlossaryUse(tuple(terms.items()), tok.encode_target, 7, agreeing=agreeing)
+    cons, chars = use.constraints(en)
     params = DecodeParams(max_new_tokens=64).constrained(cons, spans=tuple(tok.source_spans(en, chars, lead=1)))
+    params = dataclasses.replace(params, agreement=use.agreement(en))
 
     def translate(onward: float) -> str:
         monkeypatch.setattr(unfinished, "ONWARD", onward)
