@@ -4,6 +4,7 @@ word the term's source aligns to, and the term, forced; the words after it follo
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 from model.runner import Runner
 from model.runner.align import alignments
@@ -53,13 +54,15 @@ def placed(params: DecodeParams, prefix: tuple[int, ...], j: int) -> DecodeParam
 
 def redo(
     runner: Runner, starts: list[bool], src: list[int], params: DecodeParams, tokens: list[int],
-    joins: list[bool] | None = None,
+    joins: list[bool] | None = None, likely: Callable[[list[tuple[int, ...]]], list[float]] | None = None,
 ) -> DecodeParams | None:  # fmt: skip
     """The parameters that decode `src` again with its first missing placed term forced where its source aligns in
     the output `tokens` (at the start of the word there; `starts`: each target token starts a word; `joins`: it goes
     on with one, so a term inside a longer word is missing) after the prefix forced so far, or None when nothing is
     missing, the missing term was forced already, or nothing of the output after the prefix aligns to the term's
-    source. Each retry forces one more term: there are at most as many."""
+    source. Where several words there align to the term's source ("de letra" for "font"), the term takes the place of
+    those after the word the model likes best (`likely`: outputs' log-probabilities): "el tamaño de fuente", not "el
+    tamaño fuente". Each retry forces one more term: there are at most as many."""
     j = missing(params, tokens, joins) if params.constraint_spans else None
     if j is None:
         return None
@@ -76,7 +79,29 @@ def redo(
         return None
     while at > len(params.prefix) and not starts[tokens[at]]:
         at -= 1
+    if likely is not None:
+        at = _likeliest(tokens, aligned, starts, at, (start, end), params.constraints[j], likely)
     prefix = (*tokens[:at], *params.constraints[j])
     if len(prefix) >= params.max_new_tokens:
         return None
     return placed(params, prefix, j)
+
+
+def _likeliest(
+    tokens: list[int], aligned: list[int], starts: list[bool], at: int, span: tuple[int, int], term: tuple[int, ...],
+    likely: Callable[[list[tuple[int, ...]]], list[float]],
+) -> int:  # fmt: skip
+    """Of the words from `at` on that align to the source `span` (the model's words for the term, with the words that
+    join them to the sentence: "de letra"), the start of the one the term replaces best: the output with the term in
+    place of that word and those after it in the run, the words before it kept, the model likes most."""
+    bounds = [t for t in range(at, len(tokens)) if starts[tokens[t]]] + [len(tokens)]
+    run = []  # (start, end) of each word, contiguous from `at`
+    for a, b in zip(bounds, bounds[1:], strict=False):
+        if a != (run[-1][1] if run else at) or not any(span[0] <= p < span[1] for p in aligned[a:b]):
+            break
+        run.append((a, b))
+    if len(run) < 2:
+        return at
+    end = run[-1][1]
+    scores = likely([(*tokens[:a], *term, *tokens[end:]) for a, _ in run])
+    return run[max(range(len(run)), key=scores.__getitem__)][0]

@@ -245,6 +245,27 @@ def test_a_missed_glossary_term_is_decoded_again_with_it_forced():
     assert encoded == [1, 1]  # its source kept for its alignment and retry: encoded once per request
 
 
+def test_a_forced_term_takes_the_place_the_model_likes_best_among_the_words_of_its_source():
+    # catches: the core's retry forcing the term at the first word aligned to its source ("Cambiar el tamaño fuente.":
+    # the model's "de letra" both align to "font"), its likelihoods not handed to the retry
+    from app.engine.messages import Submit, WireUnit
+    from model.loading.checkpoint import load
+    from model.runner.constraints import Words
+    from model.runner.params import DecodeParams
+    from tests.app.inprocess import FRONT
+
+    ck = load(BUILTIN)
+    tok = ck.tokenizer
+    words = Words.of(tok.target_pieces(ck.config.tgt_vocab_size), torch.device("cpu"))
+    core = engine_core("en-es", ck.model, Settings(), words=words)
+    en = "Change the font size."
+    spans = tuple(tok.source_spans(en, [(en.index("font"), en.index("font") + 4)], lead=1))
+    params = DecodeParams(max_new_tokens=64).constrained((tuple(tok.encode_target("fuente")),), spans=spans)
+    core.submit(FRONT, Submit(1, params, [WireUnit(7, tok.encode(en))], False, time.monotonic()))
+    (result,) = [r for u in rounds(core) for r in u.results]
+    assert tok.decode(result.hypotheses[0].tokens) == "Cambiar el tamaño de fuente."
+
+
 @pytest.mark.parametrize(("en", "terms", "plain", "expected"), [
     ("The teacher is very nice.", {"teacher": "profe"}, "El profesor es muy bueno.", "El profe es muy bueno."),
     ("My university is far from here.", {"university": "uni"}, "Mi universidad está lejos de aquí.",

@@ -175,6 +175,18 @@ def test_a_plural_that_opens_a_sentence_gets_its_article(checkpoint, en, term, t
     assert out.startswith(wanted), out
 
 
+@pytest.mark.parametrize(
+    "en, term, target, wanted",
+    [
+        ("Change the font size.", "font", "fuente", "Cambiar el tamaño de fuente."),  # was "el tamaño fuente"
+        ("Open the file menu.", "file", "fichero", "Abrir el menú de fichero."),  # was "el menú fichero"
+    ],
+)
+def test_a_forced_term_keeps_the_word_that_joins_it_to_the_sentence(checkpoint, en, term, target, wanted):
+    # catches: a missed term forced at the first word aligned to its source, "de" of the model's "de letra" among them
+    assert glossed(checkpoint, en, ((term, target),), lexicon("es")) == wanted
+
+
 def glossed(ck, en: str, entries: tuple[tuple[str, str], ...], analyser) -> str:
     """The output of `en` with a glossary as the planner uses it (its matching and plurals, agreement, retries)."""
     tok, runner = ck.tokenizer, Eager(ck.model)
@@ -188,7 +200,7 @@ def glossed(ck, en: str, entries: tuple[tuple[str, str], ...], analyser) -> str:
     with torch.inference_mode():
         while params is not None:
             out = generate(runner, [Request(0, src, params)], words=words)[0][0].tokens
-            params = redo(runner, words.starts.tolist(), src, params, out, words.joins.tolist()) or agree(
+            params = redo(runner, words.starts.tolist(), src, params, out, words.joins.tolist(), likely) or agree(
                 params, out, partial(probe, runner), likely
             )
     return tok.decode(out)
