@@ -214,23 +214,31 @@ def test_cpu_budget_fits_max_batch_size_requests_of_any_beam(checkpoint):
     assert (limits.max_batch_rows, limits.max_batch_tokens) == (12, 99)
 
 
-def test_a_missed_glossary_term_is_decoded_again_with_it_forced():
-    # catches: the core sending a result that misses a placed term (no retry), or streaming a revisable request's
-    # tokens (its output may still change: the stream gets it whole)
-    from app.engine.messages import Submit, WireUnit
+def one_term(en: str, source: str, target: str):
+    """The built-in model, its engine core (the vocabulary's word starts known) and a request's parameters with one
+    term placed on the first occurrence of `source` in `en`."""
     from model.loading.checkpoint import load
     from model.runner.constraints import Words
     from model.runner.params import DecodeParams
-    from tests.app.inprocess import FRONT
 
     ck = load(BUILTIN)
     tok = ck.tokenizer
     words = Words.of(tok.target_pieces(ck.config.tgt_vocab_size), torch.device("cpu"))
     core = engine_core("en-es", ck.model, Settings(), words=words)
+    at = en.index(source)
+    spans = tuple(tok.source_spans(en, [(at, at + len(source))], lead=1))
+    return ck, core, DecodeParams(max_new_tokens=64).constrained((tuple(tok.encode_target(target)),), spans=spans)
+
+
+def test_a_missed_glossary_term_is_decoded_again_with_it_forced():
+    # catches: the core sending a result that misses a placed term (no retry), or streaming a revisable request's
+    # tokens (its output may still change: the stream gets it whole)
+    from app.engine.messages import Submit, WireUnit
+    from tests.app.inprocess import FRONT
+
     en = "finally, a sde disk, still 4 GB, entirely available."
-    at = en.index("entirely")
-    spans = tuple(tok.source_spans(en, [(at, at + len("entirely"))], lead=1))
-    params = DecodeParams(max_new_tokens=64).constrained((tuple(tok.encode_target("completamente")),), spans=spans)
+    ck, core, params = one_term(en, "entirely", "completamente")
+    tok = ck.tokenizer
     encoded, encoder = [], ck.model.encode
     ck.model.encode = lambda src, mask: encoded.append(src.shape[0]) or encoder(src, mask)
     for stream in (False, True):
@@ -249,21 +257,13 @@ def test_a_forced_term_takes_the_place_the_model_likes_best_among_the_words_of_i
     # catches: the core's retry forcing the term at the first word aligned to its source ("Cambiar el tamaño fuente.":
     # the model's "de letra" both align to "font"), its likelihoods not handed to the retry
     from app.engine.messages import Submit, WireUnit
-    from model.loading.checkpoint import load
-    from model.runner.constraints import Words
-    from model.runner.params import DecodeParams
     from tests.app.inprocess import FRONT
 
-    ck = load(BUILTIN)
-    tok = ck.tokenizer
-    words = Words.of(tok.target_pieces(ck.config.tgt_vocab_size), torch.device("cpu"))
-    core = engine_core("en-es", ck.model, Settings(), words=words)
     en = "Change the font size."
-    spans = tuple(tok.source_spans(en, [(en.index("font"), en.index("font") + 4)], lead=1))
-    params = DecodeParams(max_new_tokens=64).constrained((tuple(tok.encode_target("fuente")),), spans=spans)
-    core.submit(FRONT, Submit(1, params, [WireUnit(7, tok.encode(en))], False, time.monotonic()))
+    ck, core, params = one_term(en, "font", "fuente")
+    core.submit(FRONT, Submit(1, params, [WireUnit(7, ck.tokenizer.encode(en))], False, time.monotonic()))
     (result,) = [r for u in rounds(core) for r in u.results]
-    assert tok.decode(result.hypotheses[0].tokens) == "Cambiar el tamaño de fuente."
+    assert ck.tokenizer.decode(result.hypotheses[0].tokens) == "Cambiar el tamaño de fuente."
 
 
 @pytest.mark.parametrize(("en", "terms", "plain", "expected"), [
