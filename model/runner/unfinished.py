@@ -2,10 +2,12 @@
 own ("bici" for its "bicicleta", "profe" for its "profesor"): after the term's last piece the model would go on with
 the word, and what it writes instead is what is left of that word ("La bici cictil vieja", "El profe profesor es").
 And the model's own word for a term's source right after the term ("en el andén la plataforma"): the source
-translated twice. The output is decoded again from the term's place (its article's) with the term left to the model,
-and the model's own word, which the decoder reads from then on, is replaced by the term in the output: "La bici vieja
-es más pesada", "en el andén en mediodía". The words after it follow the model's word of the same meaning; the
-article takes the term's form (an abbreviation keeps its word's gender)."""
+translated twice; and a term that is the model's word in another gender ("vecina" for its "vecino"), whose words
+after it are better chosen for the model's word ("Nuestra vecina dos perros."). The output is decoded again from the
+term's place (its article's) with the term left to the model, and the model's own word, which the decoder reads from
+then on, is replaced by the term in the output: "La bici vieja es más pesada", "en el andén en mediodía", "Nuestra
+vecina tiene dos perros". The words after it follow the model's word of the same meaning; the article takes the
+term's form (an abbreviation keeps its word's gender)."""
 
 from __future__ import annotations
 
@@ -112,8 +114,10 @@ def redo(
     found = [(at, end, k) for at, end, k in found if end >= fixed and at < params.max_new_tokens - 1]
     spans, terms = params.constraint_spans, params.constraints
     beside = [(at, k, w) for at, end, k in found if (w := again(tokens, end, word(k), terms[k], vocab))]
-    if beside:  # the model's own word for the term right after it: decoded again from its article, its word replaced
-        at, k, w = beside[0]
+    beside += [(at, k, w) for at, _, k in found if variant(vocab.spelled(w := word(k)), vocab.spelled(terms[k]))]
+    beside.sort()
+    if beside:  # the model's own word for the term right after it, or the term its word in another gender: decoded
+        at, k, w = beside[0]  # again from its article, its word replaced
         article = params.agreement.before(tokens, at) if params.agreement is not None else None
         cut = at - len(article.ids) if article is not None and at - len(article.ids) >= fixed else at
         return parked(params, tokens[:cut], k, w)
@@ -171,6 +175,16 @@ def again(tokens: list[int], end: int, word: tuple[int, ...], term: tuple[int, .
         return ()
     after = word_spans(tokens, end, vocab)[:AFTER]
     return word if any(vocab.spelled(tokens[a:b]).startswith(lead) for a, b in after) else ()
+
+
+def variant(own: str, term: str) -> bool:
+    """Whether a term is the model's own word in another gender ("jefa" for its "jefe", "profesora" for "profesor"),
+    spelled as `letters` gives them: the words after it then follow the model's word, whose own context it is ("Mi
+    jefe está de vacaciones": "Mi jefa es en lunes" was the term's)."""
+    if own.endswith("s") and term.endswith("s"):  # plurals: "jefes", "jefas"
+        own, term = own[:-1], term[:-1]
+    vowels = len(own) == len(term) and own[:-1] == term[:-1] and own[-1:] in ("e", "o") and term[-1:] == "a"
+    return len(own) >= 3 and own != term and (vowels or term == own + "a")
 
 
 def parked(params: DecodeParams, prefix: list[int], k: int, word: tuple[int, ...] = ()) -> DecodeParams:

@@ -44,3 +44,12 @@ def test_the_term_takes_the_model_words_place_and_its_article_the_terms_form():
     close = lambda probe: [0.0, -0.5]  # noqa: E731 (within MARGIN: the model's article stays)
     (kept,), _ = unfinished.stand([hyp], params((EN,), (PLATFORMA,)), VOCAB, lambda outs: [0.0] * len(outs), close)
     assert kept.tokens == [EN, LA, *ANDEN, EN, MEDIODIA, DOT]
+
+
+def test_a_term_is_the_models_word_in_another_gender_only_from_its_masculine():
+    # catches: a variant missed for a plural or a consonant ending ("profesor" -> "profesora"), or found for words
+    # that merely start alike or for the masculine asked in place of the model's feminine
+    yes = [("jefe", "jefa"), ("profesor", "profesora"), ("jefes", "jefas"), ("abogado", "abogada")]
+    no = [("jefa", "jefe"), ("jefe", "jefe"), ("profesor", "profesional"), ("mi", "ma"), ("bici", "bicicleta")]
+    assert all(unfinished.variant(own, term) for own, term in yes)
+    assert not any(unfinished.variant(own, term) for own, term in no)
