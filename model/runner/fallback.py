@@ -80,7 +80,8 @@ def redo(
     while at > len(params.prefix) and not starts[tokens[at]]:
         at -= 1
     if likely is not None:
-        at = _likeliest(tokens, aligned, starts, at, (start, end), params.constraints[j], likely)
+        joined = joins or [not s for s in starts]
+        at = _likeliest(tokens, aligned, starts, joined, at, (start, end), params.constraints[j], likely)
     prefix = (*tokens[:at], *params.constraints[j])
     if len(prefix) >= params.max_new_tokens:
         return None
@@ -88,18 +89,20 @@ def redo(
 
 
 def _likeliest(
-    tokens: list[int], aligned: list[int], starts: list[bool], at: int, span: tuple[int, int], term: tuple[int, ...],
-    likely: Callable[[list[tuple[int, ...]]], list[float]],
+    tokens: list[int], aligned: list[int], starts: list[bool], joins: list[bool], at: int, span: tuple[int, int],
+    term: tuple[int, ...], likely: Callable[[list[tuple[int, ...]]], list[float]],
 ) -> int:  # fmt: skip
     """Of the words from `at` on that align to the source `span` (the model's words for the term, with the words that
     join them to the sentence: "de letra"), the start of the one the term replaces best: the output with the term in
-    place of that word and those after it in the run, the words before it kept, the model likes most."""
-    bounds = [t for t in range(at, len(tokens)) if starts[tokens[t]]] + [len(tokens)]
-    run = []  # (start, end) of each word, contiguous from `at`
-    for a, b in zip(bounds, bounds[1:], strict=False):
-        if a != (run[-1][1] if run else at) or not any(span[0] <= p < span[1] for p in aligned[a:b]):
+    place of that word and those after it in the run, the words before it kept, the model likes most (`starts`: each
+    target token starts a word, `joins`: it goes on with one)."""
+    run, a = [], at  # (start, end) of each word, one after another from `at`
+    while a < len(tokens) and starts[tokens[a]]:
+        b = next((t for t in range(a + 1, len(tokens)) if not joins[tokens[t]]), len(tokens))
+        if not any(span[0] <= p < span[1] for p in aligned[a:b]):
             break
         run.append((a, b))
+        a = b
     if len(run) < 2:
         return at
     end = run[-1][1]
