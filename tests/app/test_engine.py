@@ -279,48 +279,38 @@ def test_a_term_read_as_the_start_of_a_longer_word_stands_in_for_its_own(monkeyp
     takes its own word's place. A term wanted twice ("bici", a forced retry's term among them) stands in each time."""
     # catches: no stand-in retry (ONWARD out of reach), a stand-in's twin left to be met by the other occurrence ("la
     # bicicleta nueva")
-    from app.engine.messages import Submit, WireUnit
-    from app.glossaries.agreement import SOURCES, Agreeing
-    from app.glossaries.apply import GlossaryUse
-    from model.loading.checkpoint import load
     from model.runner import unfinished
-    from model.runner.constraints import Words
-    from model.runner.params import DecodeParams
-    from tests.app.inprocess import FRONT
 
-    ck = load(BUILTIN)
-    tok = ck.tokenizer
-    words = Words.of(tok.target_pieces(ck.config.tgt_vocab_size), torch.device("cpu"))
-    agreeing = Agreeing("es", SOURCES["en"], tok.encode, tok.encode_target)  # as the planner's, without an analyser
-    use = GlossaryUse(tuple(terms.items()), tok.encode_target, 7, agreeing=agreeing)
-    cons, chars = use.constraints(en)
-    params = DecodeParams(max_new_tokens=64).constrained(cons, spans=tuple(tok.source_spans(en, chars, lead=1)))
-    params = dataclasses.replace(params, agreement=use.agreement(en))
-
-    def translate(onward: float) -> str:
-        monkeypatch.setattr(unfinished, "ONWARD", onward)
-        core = engine_core("en-es", ck.model, Settings(), words=words)
-        core.submit(FRONT, Submit(1, params, [WireUnit(7, tok.encode(en))], False, time.monotonic()))
-        (result,) = [r for u in rounds(core) for r in u.results]
-        return tok.decode(result.hypotheses[0].tokens), core.metrics.glossary_retries.labels("en-es", "unfinished")
-
-    assert tok.decode(oracle(ck, en)[0].tokens) == plain
+    ck, translate = through_core(en, tuple(terms.items()))
+    assert ck.tokenizer.decode(oracle(ck, en)[0].tokens) == plain
     onward = unfinished.ONWARD
-    without, _ = translate(2.0)
+    monkeypatch.setattr(unfinished, "ONWARD", 2.0)
+    without, _ = translate()
     assert without != expected  # the model's word left beside the term, or what is left of it
-    text, retries = translate(onward)
+    monkeypatch.setattr(unfinished, "ONWARD", onward)
+    text, core = translate()
     assert text == expected
-    assert retries._value.get() == en.count(next(iter(terms)))
+    assert core.metrics.glossary_retries.labels("en-es", "unfinished")._value.get() == en.count(next(iter(terms)))
 
 
 def test_a_term_that_is_the_models_word_in_another_gender_stands_in_for_it(monkeypatch):
     # catches: the words after "vecina" chosen for the term ("Nuestra vecina dos perros.": after "vecina" the model
     # wants no verb), not for the model's own "vecino" ("tiene dos perros")
+    from model.runner import unfinished
+
+    _, translate = through_core("Our neighbor has two dogs.", (("neighbor", "vecina"),))
+    assert translate()[0] == "Nuestra vecina tiene dos perros."
+    monkeypatch.setattr(unfinished, "variant", lambda own, term: False)
+    assert translate()[0] == "Nuestra vecina dos perros."
+
+
+def through_core(en: str, entries: tuple[tuple[str, str], ...]):
+    """The built-in model and a function that translates `en` with the glossary `entries` as the planner gives them
+    (its agreement, without an analyser) through a fresh engine core: (the output, the core)."""
     from app.engine.messages import Submit, WireUnit
     from app.glossaries.agreement import SOURCES, Agreeing
     from app.glossaries.apply import GlossaryUse
     from model.loading.checkpoint import load
-    from model.runner import unfinished
     from model.runner.constraints import Words
     from model.runner.params import DecodeParams
     from tests.app.inprocess import FRONT
@@ -328,22 +318,19 @@ def test_a_term_that_is_the_models_word_in_another_gender_stands_in_for_it(monke
     ck = load(BUILTIN)
     tok = ck.tokenizer
     words = Words.of(tok.target_pieces(ck.config.tgt_vocab_size), torch.device("cpu"))
-    en = "Our neighbor has two dogs."
-    use = GlossaryUse((("neighbor", "vecina"),), tok.encode_target, 7, agreeing=Agreeing("es", SOURCES["en"],
-                      tok.encode, tok.encode_target))  # fmt: skip
+    use = GlossaryUse(entries, tok.encode_target, 7, agreeing=Agreeing("es", SOURCES["en"], tok.encode,
+                      tok.encode_target))  # fmt: skip
     cons, chars = use.constraints(en)
     params = DecodeParams(max_new_tokens=64).constrained(cons, spans=tuple(tok.source_spans(en, chars, lead=1)))
     params = dataclasses.replace(params, agreement=use.agreement(en))
 
-    def translate() -> str:
+    def translate():
         core = engine_core("en-es", ck.model, Settings(), words=words)
         core.submit(FRONT, Submit(1, params, [WireUnit(7, tok.encode(en))], False, time.monotonic()))
         (result,) = [r for u in rounds(core) for r in u.results]
-        return tok.decode(result.hypotheses[0].tokens)
+        return tok.decode(result.hypotheses[0].tokens), core
 
-    assert translate() == "Nuestra vecina tiene dos perros."
-    monkeypatch.setattr(unfinished, "variant", lambda own, term: False)
-    assert translate() == "Nuestra vecina dos perros."
+    return ck, translate
 
 
 def test_a_request_is_decoded_again_at_most_max_retries_times(monkeypatch, checkpoint):
