@@ -99,16 +99,17 @@ def _subject(text: str, start: int, language: str, lexicon: Lexicon) -> tuple[st
 
 
 def _agreeing_word(
-    text: str, start: int, gender: str, number: str, language: str, lexicon: Lexicon, subject: bool, next: bool = True
+    text: str, start: int, gender: str, number: str, language: str, lexicon: Lexicon, subject: bool,
+    adjacent: bool = True,
 ) -> re.Match | None:  # fmt: skip
-    """The word after the term ending at `start` that disagrees with `gender`: the next word (`next`), or where the
+    """The word after the term ending at `start` that disagrees with `gender`: the next word (`adjacent`), or where the
     term opens its clause (`subject`) the one after a copula (and adverbs); None when there is none, or another noun
     between could be what it agrees with."""
     tokens = list(TOKEN.finditer(text, start))[: REACH + 4]
     if not tokens:
         return None
     first = tokens[0]
-    if next and _disagrees(lexicon.agreeing(first.group()), gender, number):
+    if adjacent and _disagrees(lexicon.agreeing(first.group()), gender, number):
         return first
     if not subject:
         return None
