@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from app.glossaries.agreement import ending
+from app.glossaries.agreement import features
 from app.glossaries.lexicon import Lexicon
 
 COPULAS: dict[str, frozenset[str]] = {
@@ -44,12 +44,12 @@ TOKEN = re.compile(r"\w+|[^\w\s]")
 
 def mend(text: str, terms: list[str], language: str, lexicon: Lexicon | None) -> str:
     """`text` with each word after one of `terms` that should agree with it and does not given the term's gender
-    (its first word's, as the analyser knows it; same number only)."""
+    (its first word's, as the analyser or else its ending gives it; same number only)."""
     if lexicon is None or language not in COPULAS:
         return text
     for term in terms:
         head = term.split()[0] if term.split() else ""
-        gender, number = lexicon.gender(head) or ending(language, head), lexicon.number(head)
+        gender, number = features(language, head, lexicon)
         if not gender:
             continue
         for found in re.finditer(rf"(?<!\w){re.escape(term)}(?!\w)", text, re.IGNORECASE):

@@ -106,8 +106,9 @@ class Agreeing:
         article (a bare plural subject is not Spanish: "Ajustes pueden ser cambiados")."""
         sources = tuple(tuple(self.encode(s.format(source))) for s in self.sources)
         forms = tuple((*self.lead, *self.encode_target(f"{a} {target}")) for a in self.articles)
-        gender, nats = self._gender(target)
-        number, weight = ("pl", DECISIVE) if plural else self._number(target)
+        gender, number = features(self.language, target.split()[0] if target.split() else "", self.lexicon)
+        nats = ENDING_NATS if self.lexicon is None else DECISIVE  # an analyser makes the ending's answer decisive
+        number, weight = ("pl", DECISIVE) if plural else (number, nats)
         prior = tuple(nats * (g == gender) + weight * (n == number)
                       for g, n in zip(GENDERS[self.language], NUMBERS[self.language], strict=True))  # fmt: skip
         lower = tuple(self.encode_target(target)) if opens and capital(target) != target else ()
@@ -115,22 +116,6 @@ class Agreeing:
         upper = tuple(self.encode_target(capital(target))) if raise_it else ()
         article = SUBJECT_NATS if opens and sentence and number == "pl" else 0.0
         return Probe(sources, forms, prior, lower, upper, article)
-
-    def _gender(self, target: str) -> tuple[str, float]:
-        """The gender of the term's first word and the nats it weighs: the analyser's where it knows the word, else
-        its ending's (decisive with an analyser, 2 nats without)."""
-        if self.lexicon is None:
-            return ending(self.language, target), ENDING_NATS
-        first = target.split()[0] if target.split() else ""
-        return self.lexicon.gender(first) or ending(self.language, target), DECISIVE
-
-    def _number(self, target: str) -> tuple[str, float]:
-        """The number of the term's first word and the nats it weighs: the analyser's where it knows the word as a noun
-        (decisive), else its ending's (decisive with an analyser, 2 nats without; "" where it says none)."""
-        first = target.split()[0] if target.split() else ""
-        if self.lexicon is None:
-            return plural_ending(self.language, first), ENDING_NATS
-        return self.lexicon.number(first) or plural_ending(self.language, first), DECISIVE
 
 
 def rows(language: str) -> tuple[tuple[str, ...], ...]:
@@ -141,6 +126,13 @@ def rows(language: str) -> tuple[tuple[str, ...], ...]:
     pair = lambda det, adj: tuple(f"{d} {a}" if d and a else "" for d, a in zip(det, adj, strict=True))  # noqa: E731
     both = tuple(pair(det, adj) for det in dets for adj in adjs)
     return (*dets, *both)
+
+
+def features(language: str, word: str, lexicon: Lexicon | None) -> tuple[str, str]:
+    """A noun's gender ("m", "f") and number ("sg", "pl", "sp"): the analyser's where it knows the word as a noun, else
+    its ending's ("" where neither says)."""
+    known = (lexicon.gender(word), lexicon.number(word)) if lexicon is not None else ("", "")
+    return known[0] or ending(language, word), known[1] or plural_ending(language, word)
 
 
 def ending(language: str, term: str) -> str:

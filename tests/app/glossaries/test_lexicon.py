@@ -5,7 +5,7 @@ import shutil
 
 import pytest
 
-from app.glossaries.agreement import DECISIVE, ENDING_NATS, SOURCES, SUBJECT_NATS, Agreeing
+from app.glossaries.agreement import DECISIVE, ENDING_NATS, SOURCES, SUBJECT_NATS, Agreeing, features
 from app.glossaries.lexicon import ANALYSERS, Lexicon, lexicon
 
 ES = lexicon("es")
@@ -64,3 +64,12 @@ def test_the_analysers_number_or_a_plural_entry_decides_the_articles_number():
     # catches: "El ajustes están en el menú." (the analyser knows "ajustes" only as a verb's form, singular, which
     # decided the article's number); its ending says plural (and masculine: "-e")
     assert agreeing([("x", "ajustes", False)]).probes[0].prior == (DECISIVE, 0, 2 * DECISIVE, DECISIVE)
+
+
+@needs_analyser
+def test_one_rule_gives_a_nouns_gender_and_number_the_analysers_else_its_endings():
+    # catches: the words after a term (after.mend) reading a number other than the probe's: "ajustes", which the
+    # analyser knows only as a verb's form, had no number there and was plural here
+    assert features("es", "ajustes", ES) == features("es", "ajustes", None) == ("m", "pl")
+    assert features("es", "lunes", ES) == ("m", "sp") and features("es", "imágenes", ES) == ("f", "pl")
+    assert features("es", "Windows", None) == ("", "")
