@@ -32,7 +32,9 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--encoder-layers", type=int, default=3)
     p.add_argument("--decoder-layers", type=int, default=3)
     p.add_argument("--ffn", type=int, default=1024)
-    p.add_argument("--dropout", type=float, default=0.1)
+    p.add_argument("--dropout", type=float, default=0.1, help="on embeddings and sublayer outputs")
+    p.add_argument("--attention-dropout", type=float, default=0.0)
+    p.add_argument("--activation-dropout", type=float, default=0.0, help="in the FFN (slow on CPU: its mask is large)")
     p.add_argument("--max-tokens", type=int, default=4096)
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--warmup", type=int, default=500)
@@ -79,6 +81,8 @@ def build(args: argparse.Namespace, vocab: int) -> Seq2SeqTransformer:
         tie_output=True,
         max_positions=256,
         dropout=args.dropout,
+        attention_dropout=args.attention_dropout,
+        activation_dropout=args.activation_dropout,
         pad_id=0,
         eos_id=1,
         unk_id=2,

@@ -31,7 +31,10 @@ class ModelConfig:
     pe_layout: str = "interleaved"  # sinusoidal (interleaved, halves, fairseq) or learned tables
     pe_offset: int = 0  # the sinusoidal table starts at this position (fairseq: pad_id + 1)
     embed_norm: bool = False  # LayerNorm after embedding + position (mBART's layernorm_embedding)
-    dropout: float = 0.1
+    dropout: float = 0.1  # on embeddings and each sublayer's output (training only, as all three)
+    attention_dropout: float = 0.0  # on the attention weights (Hugging Face's and fairseq's name and default)
+    activation_dropout: float = 0.0  # inside the feed-forward, after the activation: its (B, T, d_ff) mask is a
+    # training step's largest random draw (a sixth of a CPU step's time at d_ff = 8 x d_model)
     layer_norm_eps: float = 1e-5
     pad_id: int = 0
     eos_id: int = 1

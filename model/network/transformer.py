@@ -33,8 +33,8 @@ class EncoderLayer(nn.Module):
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
-        self.self_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.dropout)
-        self.ffn = FeedForward(cfg.d_model, cfg.d_ff, cfg.activation, cfg.dropout)
+        self.self_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.attention_dropout)
+        self.ffn = FeedForward(cfg.d_model, cfg.d_ff, cfg.activation, cfg.activation_dropout)
         self.attn_block = Residual(cfg.d_model, cfg.pre_norm, cfg.layer_norm_eps, cfg.dropout)
         self.ffn_block = Residual(cfg.d_model, cfg.pre_norm, cfg.layer_norm_eps, cfg.dropout)
 
@@ -67,9 +67,9 @@ class DecoderLayer(nn.Module):
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
-        self.self_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.dropout)
-        self.cross_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.dropout)
-        self.ffn = FeedForward(cfg.d_model, cfg.d_ff, cfg.activation, cfg.dropout)
+        self.self_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.attention_dropout)
+        self.cross_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.attention_dropout)
+        self.ffn = FeedForward(cfg.d_model, cfg.d_ff, cfg.activation, cfg.activation_dropout)
         blocks = [Residual(cfg.d_model, cfg.pre_norm, cfg.layer_norm_eps, cfg.dropout) for _ in range(3)]
         self.self_block, self.cross_block, self.ffn_block = blocks
 

@@ -98,9 +98,7 @@ def test_post_norm_and_activations_build_and_run():
 
 
 def test_dropout_acts_while_training_only():
-    model = Seq2SeqTransformer(tiny_config(60, dropout=0.3)).init_weights()
-    for attn in (m for m in model.modules() if isinstance(m, MultiHeadAttention)):
-        attn.dropout = 0.0  # attention weights' own dropout aside: the embeddings', sublayers' and FFNs' remain
+    model = Seq2SeqTransformer(tiny_config(60, dropout=0.3, activation_dropout=0.2)).init_weights()
     src, mask, tgt = torch.randint(3, 60, (2, 5)), torch.ones(2, 5, dtype=torch.bool), torch.randint(3, 60, (2, 4))
     torch.manual_seed(0)
     first = model.train()(src, mask, tgt)
@@ -109,6 +107,19 @@ def test_dropout_acts_while_training_only():
     assert not torch.allclose(model(src, mask, tgt), first)  # new draws
     evaluated = model.eval()(src, mask, tgt)
     assert torch.equal(model(src, mask, tgt), evaluated) and not torch.allclose(evaluated, first)
+
+
+def test_each_dropout_reaches_its_own_modules():
+    # catches: the FFN's inner mask or the attention weights' drawn at `dropout` (a sixth of a CPU training step for
+    # a mask Hugging Face's and fairseq's configs leave off by default)
+    cfg = tiny_config(60, dropout=0.3, attention_dropout=0.1, activation_dropout=0.2)
+    model = Seq2SeqTransformer(cfg)
+    kinds = {MultiHeadAttention: set(), FeedForward: set(), transformer.Residual: set()}
+    for m in model.modules():
+        if type(m) in kinds:
+            kinds[type(m)].add(m.dropout)
+    assert kinds == {MultiHeadAttention: {0.1}, FeedForward: {0.2}, transformer.Residual: {0.3}}
+    assert ModelConfig(60, 60).attention_dropout == ModelConfig(60, 60).activation_dropout == 0.0
 
 
 @torch.inference_mode()
