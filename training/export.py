@@ -1,8 +1,11 @@
-"""Export a training checkpoint as the native checkpoint the server loads (fp16 weights, < 30 MB)."""
+"""Export a training checkpoint as the native checkpoint the server loads (fp16 weights, < 30 MB); with `--state`,
+also the run's step, place in the epoch and log (`training.json`), so that `training.train --init` goes on with the
+run from there on another machine (a checkpoint small enough to commit: no optimizer moments)."""
 
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
 import torch
@@ -20,15 +23,19 @@ def main() -> None:
     p.add_argument("--checkpoint", type=Path, default=WORK / "run" / "last.pt")
     p.add_argument("--out", type=Path, default=Path("model/builtin/en-es"))
     p.add_argument("--spm", type=Path, default=WORK / "spm.model")
+    p.add_argument("--state", action="store_true", help="also write the run's state (training.json) to go on from")
     args = p.parse_args()
     saved = torch.load(args.checkpoint, map_location="cpu", weights_only=False)
-    cfg = ModelConfig.from_dict({**saved["config"], "dropout": 0.0})
+    off = {"dropout": 0.0, "attention_dropout": 0.0, "activation_dropout": 0.0}
+    cfg = ModelConfig.from_dict({**saved["config"], **off})
     model = Seq2SeqTransformer(cfg)
     model.load_state_dict(saved["model"])
     languages = [c for c in saved["args"].get("languages", "").split(",") if c]
     pieces = cfg.src_vocab_size - len(languages)  # a two-way model's language tokens follow the pieces
     tokens = {code: pieces + i for i, code in enumerate(languages)}
     save_native(model.half(), args.spm, args.out, "en", "es", tokens or None)
+    if args.state:
+        (args.out / "training.json").write_text(json.dumps(saved["state"], indent=1) + "\n", encoding="utf-8")
     size = sum(f.stat().st_size for f in args.out.iterdir()) / 1e6
     print(f"exported step {saved['state']['step']} to {args.out} ({size:.1f} MB)")
 

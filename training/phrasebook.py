@@ -397,9 +397,9 @@ def build() -> list[tuple[str, str]]:
         kept = 0
         for en, es in found:
             k, k_es = key(en), key(es)
-            if k in exact or k_es in exact or k in seen or any(h in k or h in k_es for h in long):
+            if k in exact or k_es in exact or (k, k_es) in seen or any(h in k or h in k_es for h in long):
                 continue
-            seen.add(k)
+            seen.add((k, k_es))  # the same English twice: the first Spanish for en->es (stage 9), both for es->en
             pairs.append((en, es))
             kept += 1
         print(f"{name:9s} {len(found):5d} written, {kept:5d} kept")

@@ -109,9 +109,24 @@ def grow_from(model: Seq2SeqTransformer, path: Path) -> None:
                 param.zero_()
 
 
-def lr_at(step: int, args: argparse.Namespace) -> float:
-    """Linear warmup, then inverse square-root decay (and, with --cooldown STEP:N, a linear fall to 5% after STEP)."""
+def start_from(model: Seq2SeqTransformer, path: Path, state: dict) -> dict:
+    """`grow_from` an exported model; the training state to go on with: the run's own where it was exported with
+    `--state` (its step, place in the epoch and log; AdamW's moments start anew, so the rate warms up again), else
+    `state`."""
+    grow_from(model, path)
+    if not (path / "training.json").exists():
+        return state
+    went_on = json.loads((path / "training.json").read_text(encoding="utf-8"))
+    return {**went_on, "rewarm": went_on["step"]}
+
+
+def lr_at(step: int, args: argparse.Namespace, rewarm: int = 0) -> float:
+    """Linear warmup, then inverse square-root decay (and, with --cooldown STEP:N, a linear fall to 5% after STEP);
+    a run gone on from exported weights (`rewarm`: the step it started at, its optimizer's moments new) warms up again
+    over --warmup steps."""
     lr = args.lr * min((step + 1) / args.warmup, math.sqrt(args.warmup / (step + 1)))
+    if rewarm:
+        lr *= min(1.0, (step - rewarm + 1) / args.warmup)
     if args.cooldown:
         start, steps = (int(x) for x in args.cooldown.split(":"))
         lr *= max(0.05, 1 - max(0, step - start) / steps)
@@ -174,8 +189,8 @@ def main() -> None:
         state = saved["state"]
         print(f"resumed at step {state['step']} epoch {state['epoch']}", flush=True)
     elif args.init:
-        grow_from(model, args.init)
-        print(f"started from {args.init}", flush=True)
+        state = start_from(model, args.init, state)
+        print(f"started from {args.init} at step {state['step']}", flush=True)
     cfg = model.cfg
     dev_batches = [
         collate([dev[i] for i in b], cfg.pad_id, cfg.eos_id, cfg.decoder_start_id, args.device)
@@ -207,7 +222,7 @@ def main() -> None:
             rows = [pairs[i] for i in batches[state["batch"]]]
             b = collate(rows, cfg.pad_id, cfg.eos_id, cfg.decoder_start_id, args.device)
             for group in opt.param_groups:
-                group["lr"] = lr_at(state["step"], args)
+                group["lr"] = lr_at(state["step"], args, state.get("rewarm", 0))
             with torch.autocast(b["src"].device.type, dtype=torch.bfloat16, enabled=args.bf16):
                 logits = model(b["src"], b["src_mask"], b["tgt_in"])
             loss = F.cross_entropy(
