@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from app.cache import TranslationCache
@@ -159,6 +160,29 @@ class Service:
             f"source 'auto': the language detector knows none of the sources served into '{target}' "
             f"({', '.join(candidates)}); set source to one of them",
         )
+
+    def hold(self) -> Callable[[], None]:
+        """Count one request's work in flight (draining waits for it); the function returned ends the count, once
+        however often it is called."""
+        self.inflight += 1
+        counted = True
+
+        def release() -> None:
+            nonlocal counted
+            if counted:
+                counted = False
+                self.inflight -= 1
+
+        return release
+
+    @contextlib.contextmanager
+    def in_flight(self) -> Iterator[None]:
+        """`hold` for the time of a block."""
+        release = self.hold()
+        try:
+            yield
+        finally:
+            release()
 
     def wait_drained(self, timeout: float) -> None:
         """Block until in-flight HTTP requests finish or `timeout` passes."""

@@ -8,8 +8,6 @@ from collections.abc import AsyncIterator, Callable
 from fastapi.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
-from app.service import Service
-
 
 def event(name: str, data: dict) -> str:
     """One server-sent event."""
@@ -17,18 +15,18 @@ def event(name: str, data: dict) -> str:
 
 
 class EventStream(StreamingResponse):
-    """Events of work counted in flight (for draining): however the response ends, even never started (its events
-    never read), the work is stopped (`stop`) and no longer counted."""
+    """Events of work counted in flight (for draining, `Service.hold`): however the response ends, even never started
+    (its events never read), the work is stopped (`stop`) and its count released (`release`)."""
 
-    def __init__(self, events: AsyncIterator[str], stop: Callable[[], object], service: Service):
+    def __init__(self, events: AsyncIterator[str], stop: Callable[[], object], release: Callable[[], None]):
         headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
         super().__init__(events, media_type="text/event-stream", headers=headers)
-        self.stop, self.service = stop, service
+        self.stop, self.release = stop, release
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
             await super().__call__(scope, receive, send)
         finally:
             self.stop()
-            self.service.inflight -= 1
+            self.release()
             await self.body_iterator.aclose()  # a write that failed left it at a yield (app.write_timeout)

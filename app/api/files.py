@@ -115,13 +115,9 @@ async def translate_file(request: Request, service: ServiceDep):
     job = FileJob(fields, filename, doc, rounds, direct)
     task = asyncio.create_task(job.finish(service, str(request.base_url)))
     if wants(request, "text/event-stream") and not direct:
-        service.inflight += 1
-        return EventStream(progress(task, rounds, service), task.cancel, service)
-    service.inflight += 1
-    try:
+        return EventStream(progress(task, rounds, service), task.cancel, service.hold())
+    with service.in_flight():
         result = await watch(task, request)
-    finally:
-        service.inflight -= 1
     if direct:
         disposition = f'attachment; filename="{safe_filename(filename)}"'
         return Response(result["file"], media_type=media_type, headers={"Content-Disposition": disposition})

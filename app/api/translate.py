@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
@@ -148,20 +148,21 @@ async def translate(request: Request, service: ServiceDep, fields: FieldsDep, _:
     planned = plan(service, ask_of(body, await request_terms(service, request, fields)), body.texts)
     if body.stream:
         job = planned.job(planned.layouts, service.settings, stream=True)
-        await start(job, service)
-        return EventStream(sse(job, body, planned, service), job.abort, service)
+        release = await start(job, service)
+        return EventStream(sse(job, body, planned, service), job.abort, release)
     return await answer(request, body, planned, service)
 
 
-async def start(job: Job, service: Service) -> None:
-    """Submit a job to its engine core, counted in flight (for draining) until it ends."""
-    service.inflight += 1
+async def start(job: Job, service: Service) -> Callable[[], None]:
+    """Submit a job to its engine core, counted in flight (for draining): the count's release, for when it ends."""
+    release = service.hold()
     try:
         await job.submit()
     except BaseException:
         job.abort()
-        service.inflight -= 1
+        release()
         raise
+    return release
 
 
 async def answer(request: Request, body: TranslateRequest, planned: Plan, service: Service) -> JSONResponse:
@@ -182,11 +183,11 @@ async def run_texts(
     misses = [i for i, a in enumerate(answers) if a is None]
     job = planned.job([planned.layouts[i] for i in misses], service.settings) if misses else None
     if job is not None:
-        await start(job, service)
+        release = await start(job, service)
         try:
             await collect(job, request)
         finally:
-            service.inflight -= 1
+            release()
         for i, item in zip(misses, job.items, strict=True):
             answers[i] = item_answer(job, item, planned.ask)
         if use_cache:

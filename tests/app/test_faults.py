@@ -15,6 +15,7 @@ from fastapi.testclient import TestClient
 
 from app.main import create_app
 from app.service import Service
+from app.settings import Settings
 from bench.harness.client import parse_sse
 from tests.app.helpers import wait_for
 from tests.app.inprocess import POISON, TEXTS, CoreThread, Fatal, make_core, oracle, service_with
@@ -170,3 +171,15 @@ def test_stream_that_never_started_releases_its_job(served, faulty):
     faulty.step_delay = 0.0
     assert served.core.load == (0, 0)
     assert aborted() == 4
+
+
+def test_work_in_flight_is_counted_once_and_released_once():
+    # catches: a count released twice (a stream's end after its failed start) taking draining below zero, so that
+    # `wait_drained` no longer waits for the work still running
+    service = Service(Settings())
+    release = service.hold()
+    with service.in_flight():
+        assert service.inflight == 2
+    release()
+    release()
+    assert service.inflight == 0

@@ -99,25 +99,23 @@ async def upload(request: Request, service: ServiceDep, key: DeepLKey) -> dict:
 
 async def run(jobs: DocumentJobs, doc_id: str, doc: Document, rounds: Rounds, service: Service) -> None:
     """Translate the document, writing its progress, then its file or its error, to the job's record."""
-    service.inflight += 1
     started = time.monotonic()
-    try:
-        await asyncio.to_thread(jobs.update, doc_id, status="translating")
-        work = asyncio.ensure_future(translate_document(doc, rounds))
-        while not work.done():
-            await asyncio.wait({work}, timeout=PROGRESS_S)
-            if not work.done() and rounds.done:
-                spent = time.monotonic() - started
-                left = round(spent * (rounds.total - rounds.done) / rounds.done) + 1
-                await asyncio.to_thread(jobs.update, doc_id, seconds_remaining=left)
-        await work
-        out = await asyncio.to_thread(doc.save)
-        await asyncio.to_thread(jobs.finish, doc_id, out)
-    except Exception as exc:  # the job's error goes to its status, whatever it was
-        message = rename(exc.message) if isinstance(exc, ApiError) else f"internal error: {type(exc).__name__}"
-        await asyncio.to_thread(jobs.update, doc_id, status="error", error_message=message)
-    finally:
-        service.inflight -= 1
+    with service.in_flight():
+        try:
+            await asyncio.to_thread(jobs.update, doc_id, status="translating")
+            work = asyncio.ensure_future(translate_document(doc, rounds))
+            while not work.done():
+                await asyncio.wait({work}, timeout=PROGRESS_S)
+                if not work.done() and rounds.done:
+                    spent = time.monotonic() - started
+                    left = round(spent * (rounds.total - rounds.done) / rounds.done) + 1
+                    await asyncio.to_thread(jobs.update, doc_id, seconds_remaining=left)
+            await work
+            out = await asyncio.to_thread(doc.save)
+            await asyncio.to_thread(jobs.finish, doc_id, out)
+        except Exception as exc:  # the job's error goes to its status, whatever it was
+            message = rename(exc.message) if isinstance(exc, ApiError) else f"internal error: {type(exc).__name__}"
+            await asyncio.to_thread(jobs.update, doc_id, status="error", error_message=message)
 
 
 def document_key(fields: dict) -> str:
