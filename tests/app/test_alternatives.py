@@ -3,7 +3,7 @@ decode to nothing (unknown or language tokens)."""
 
 from types import SimpleNamespace
 
-from app.api.translate import alternatives
+from app.api.answers import alternatives
 from app.engine.messages import Hyp, Result
 from app.job import Job
 from app.text import plain_layout

@@ -9,13 +9,13 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 
+from app.api.answers import run_texts
 from app.api.deepl import codes
 from app.api.deepl.auth import DeepLKey, client_of
 from app.api.deepl.errors import bad
 from app.api.deepl.glossaries import glossary_for
 from app.api.deepl.schemas import TranslateText
 from app.api.deps import FieldsDep, ServiceDep
-from app.api.translate import run_texts
 from app.planner import Ask, plan
 from app.schemas import Parameters
 from app.service import Service
