@@ -11,9 +11,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
 stages="phrasebook docs helpdocs catalogs bible dictionary distilled dev test"
-# the commit that added the run as training/checkpoints/twoway (kept in the history, out of the tree that travels)
-RUN=${RUN:-$(git log --diff-filter=A --format=%h -1 -- training/checkpoints/twoway/training.json)}
 if [ "${1:?usage: bash training/gpu.sh pack|MINUTES}" = pack ]; then
+  # the commit that added the run as training/checkpoints/twoway (kept in the history, out of the tree that travels);
+  # asked here only: the copy on the GPU machine has no history
+  RUN=${RUN:-$(git log --diff-filter=A --format=%h -1 -- training/checkpoints/twoway/training.json)}
   mkdir -p training/work/gpu
   tar -C training/work -cf - $(for s in $stages; do echo "$s.en $s.es"; done) | xz -T2 -6 > training/work/gpu/stages.tar.xz
   git archive "$RUN" training/checkpoints/twoway | tar -x -C training/work/gpu --strip-components=2
