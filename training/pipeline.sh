@@ -7,7 +7,7 @@ PYTHON=${PYTHON:-.venv/bin/python}
 INIT=training/work/init  # the model this build continues from: the built-in model of commit 48cd4ae
 mkdir -p "$INIT" && git archive 48cd4ae model/builtin/en-es | tar -x -C "$INIT" --strip-components=3
 time training/fetch_catalogs.sh
-for stage in english distill bible handbook catalogs helpdocs docs dictionary phrasebook "corpus --spm $INIT/spm.model" teacher; do
+for stage in english distill bible handbook catalogs helpdocs docs dictionary phrasebook "corpus --spm $INIT/spm.model" "vocab spm" teacher; do
     echo "== training.$stage"
     start=$SECONDS
     # shellcheck disable=SC2086
