@@ -8,6 +8,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
+from app.casing import Casing
 from app.engine.client import EngineGone, Overloaded
 from app.engine.messages import Result, WireUnit
 from app.errors import ApiError
@@ -36,6 +37,8 @@ class Unit:
 
     ids: list[int]
     params: DecodeParams | None = None  # its own decoding parameters (a glossary's constraints), else the job's
+    text: str = ""  # as the model reads it (`casing`'s model text)
+    casing: Casing = field(default_factory=Casing)
     id: int = 0  # the engine's id for it, once submitted
     result: Result | None = None
     detok: IncrementalDetokenizer | None = None  # streamed jobs only
@@ -79,11 +82,13 @@ class Job:
         detected: dict | None = None,
         unit_params: Callable[[str], DecodeParams] | None = None,
         agreed: Callable[[str, str], str] | None = None,
+        casing: str = "",
     ):
         self.entry, self.params = entry, params
         self.unit_params = unit_params  # a unit's own parameters, from its text (a glossary's constraints)
         self.agreed = agreed  # a unit's translation with the words after its terms agreeing
         self.tokenizer = entry.checkpoint.tokenizer
+        self.casing = casing  # the forms of the source's casing read in sentence case (app.casing)
         self.prefix, self.detected = list(prefix), detected  # language tokens before each unit; source "auto"
         self.arrival = time.monotonic()
         self.queue: asyncio.Queue[tuple[int, int, Event]] = asyncio.Queue()
@@ -94,7 +99,9 @@ class Job:
     def _units(self, index: int, layout: Layout, limit: int) -> list[Unit]:
         """Tokenize every unit and enforce max_input_tokens, naming the text."""
         units = []
-        for u, text in enumerate(layout.units):
+        for u, typed in enumerate(layout.units):
+            casing = Casing.of(typed, self.casing) if u not in layout.tagged else Casing()
+            text = casing.model_text(typed)
             ids = self.prefix + self.tokenizer.encode(text)
             if len(ids) > limit:
                 raise TooLong(index, len(ids), limit, whole=len(layout.units) == 1)
@@ -103,7 +110,7 @@ class Job:
                 own = dataclasses.replace(own, align=True)
             held = u in layout.tagged or own.revisable  # its text comes whole: markup put back, glossary terms mended
             detok = self.tokenizer.detokenizer() if self.stream and not held else None
-            units.append(Unit(ids, own if own != self.params else None, detok=detok))
+            units.append(Unit(ids, own if own != self.params else None, text, casing, detok=detok))
         return units
 
     async def submit(self) -> None:
@@ -182,7 +189,7 @@ class Job:
         item, unit = self.items[i], self.items[i].units[u]
         if isinstance(event, int):
             if unit.detok is not None:
-                unit.buffered.append(unit.detok.push(event))
+                unit.buffered.append(unit.casing.stream(unit.detok.push(event)))
             return self._advance(item)
         if event.error:
             status = 503 if event.error_type == "not_ready" else 500
@@ -194,7 +201,7 @@ class Job:
                 return self._advance(item)
             return ""
         unit.detok.ids = list(event.hypotheses[0].tokens)  # the whole output, whatever was streamed of it
-        unit.buffered.append(unit.detok.flush())
+        unit.buffered.append(unit.casing.stream(unit.detok.flush(), last=True))
         return self._advance(item)
 
     def _advance(self, item: Item) -> str:
@@ -227,9 +234,10 @@ class Job:
         hyp = hyps[min(rank, len(hyps) - 1)]
         tagged = item.layout.tagged.get(u)
         if tagged is None:
-            text = self.tokenizer.decode(hyp.tokens)
-            streamed = item.units[u].detok is not None  # its words are out
-            return self.agreed(item.layout.units[u], text) if self.agreed is not None and not streamed else text
+            unit, text = item.units[u], self.tokenizer.decode(hyp.tokens)
+            streamed = unit.detok is not None  # its words are out
+            text = self.agreed(unit.text, text) if self.agreed is not None and not streamed else text
+            return unit.casing.restore(text)
         if (u, rank) not in item.placed:
             src = source_words(self.tokenizer, tagged.text, len(self.prefix))
             out = target_words(self.tokenizer, hyp.tokens)

@@ -62,8 +62,9 @@ class Plan:
         entry, detected = self.route.entry, self.route.detected
         unit_params = self.unit_params if self.glossary is not None else None
         agreed = self.glossary.agreed if self.glossary is not None else None
+        casing = entry.checkpoint.casing.get(self.route.source, "")
         return Job(entry, layouts, self.params, settings.max_input_tokens, stream, self.prefix, detected, unit_params,
-                   agreed)  # fmt: skip
+                   agreed, casing)  # fmt: skip
 
     def unit_params(self, unit: str) -> DecodeParams:
         """A unit's decoding parameters: the plan's, constrained by the glossary's targets the unit matches."""

@@ -15,6 +15,11 @@ from model.network.config import ModelConfig
 from model.network.transformer import Seq2SeqTransformer
 
 WORK = Path("training/work")
+# What the server gives the model in sentence case (app.casing), by measurement on the held-out phrases: English typed
+# in capitals or lower case ("hello world" read as typed: "mundo hola"), Spanish only in capitals (Spanish typed in
+# lower case usually lacks its accents too, as the corpus's casing variants do, and the model reads that form best
+# as typed: "Buenos dias" gave "Good Good Good", "buenos dias" "good morning").
+CASING = {"en": "sentence", "es": "capitals"}
 
 
 def main() -> None:
@@ -33,7 +38,7 @@ def main() -> None:
     languages = [c for c in saved["args"].get("languages", "").split(",") if c]
     pieces = cfg.src_vocab_size - len(languages)  # a two-way model's language tokens follow the pieces
     tokens = {code: pieces + i for i, code in enumerate(languages)}
-    save_native(model.half(), args.spm, args.out, "en", "es", tokens or None)
+    save_native(model.half(), args.spm, args.out, "en", "es", tokens or None, casing=CASING)
     if args.state:
         (args.out / "training.json").write_text(json.dumps(saved["state"], indent=1) + "\n", encoding="utf-8")
     size = sum(f.stat().st_size for f in args.out.iterdir()) / 1e6

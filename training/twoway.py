@@ -2,7 +2,8 @@
 alternatives a translator accepts), the everyday phrases (`everyday.tsv`), the independent everyday set
 (`everyday2.tsv`) and the Handbook dev pairs: corpus chrF/BLEU against every reference and the share of phrases below
 40 sentence chrF, and those phrases listed (the model card's "still wrong"). A one-way model is scored on the
-direction it serves."""
+direction it serves; a model that reads sentence case is given each phrase as the server gives it (app.casing: "HELLO
+WORLD" read as "Hello world", its translation given back in capitals)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from pathlib import Path
 import sacrebleu
 import torch
 
+from app.casing import Casing
 from model.loading.checkpoint import load
 from training.common import EVERYDAY, EVERYDAY2, WORK, first_phrases, read_lines, read_tsv, write_lines
 from training.evaluate import translate
@@ -68,7 +70,10 @@ def main() -> None:
                 continue
             t0 = time.time()
             prefix = ck.languages.prefix(source, target)
-            hyps = translate(ck.model, ck.tokenizer, [s[0] for s in src], args.beam, prefix=prefix)
+            casings = [Casing.of(s[0], ck.casing.get(source, "")) for s in src]
+            read = [c.model_text(s[0]) for c, s in zip(casings, src, strict=True)]
+            hyps = translate(ck.model, ck.tokenizer, read, args.beam, prefix=prefix)
+            hyps = [c.restore(h) for c, h in zip(casings, hyps, strict=True)]
             got = {**score(hyps, ref), "n": len(src), "s": round(time.time() - t0, 1)}
             got["low"] = [(src[i][0], h, ref[i][0], c) for i, h, c in got["low"]]  # the phrases still wrong
             result[f"{name} {source}-{target}"] = got

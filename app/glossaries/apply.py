@@ -119,8 +119,11 @@ class GlossaryUse:
     @staticmethod
     def report(entries: list[Entry], output: str) -> list[dict]:
         """Per matched entry: its terms and whether the target stands in the output as whole words (case-sensitive,
-        but for a capital first letter at the output's start)."""
-        return [{"source": s, "target": t, "applied": whole_words(t, output)} for s, t in entries]
+        but for a capital first letter at the output's start, and in capitals: a text typed so, app.casing)."""
+        return [
+            {"source": s, "target": t, "applied": whole_words(t, output) or whole_words(t.upper(), output)}
+            for s, t in entries
+        ]
 
 
 def whole_words(term: str, text: str) -> bool:

@@ -64,11 +64,14 @@ def save_native(
     target_lang: str,
     language_tokens: dict[str, int] | None = None,
     name: str | None = None,
+    casing: dict[str, str] | None = None,
 ) -> None:
     """Write a native checkpoint directory (one shared SentencePiece model). With `language_tokens` (API code ->
     token id after the SentencePiece pieces), the checkpoint serves every pair between those languages, the target's
     token prepended to the source as multi-target OPUS-MT models do; `source_lang`/`target_lang` are then its
-    first pair (the default direction of `python -m model`)."""
+    first pair (the default direction of `python -m model`). `casing` (source language -> "sentence" or
+    "capitals"): the server gives it text of that language typed in capitals, and with "sentence" also text starting
+    lower-case, in sentence case (app.casing), as its training text was written."""
     out.mkdir(parents=True, exist_ok=True)
     meta = {
         "format": FORMAT,
@@ -76,6 +79,7 @@ def save_native(
         "source_lang": source_lang,
         "target_lang": target_lang,
         **({"language_tokens": language_tokens} if language_tokens else {}),
+        **({"casing": casing} if casing else {}),
         "architecture": model.cfg.to_dict(),
         "tokenizer": {"source": "spm.model", "target": "spm.model"},
     }
@@ -118,7 +122,8 @@ def _describe_native(path: Path, meta: dict) -> Description:
         languages = Languages(sources, targets, codes)
     else:
         languages = Languages((meta["source_lang"],), (meta["target_lang"],))
-    return Description(path, meta["name"], "native", cfg, tokenizer, languages, GenerationDefaults())
+    casing = dict(meta.get("casing", {}))
+    return Description(path, meta["name"], "native", cfg, tokenizer, languages, GenerationDefaults(), casing)
 
 
 def _pair_from_name(label: str) -> tuple[str, str]:
@@ -141,7 +146,7 @@ def _describe_hf(path: Path, label: str, meta: dict) -> Description:
         name = label if ids else f"{src}-{tgt}"
     else:
         languages, name = Languages(tuple(ids), tuple(ids), ids, forced=True), label
-    return Description(path, name, kind, cfg, tokenizer, languages, hf_defaults(path, cfg))
+    return Description(path, name, kind, cfg, tokenizer, languages, hf_defaults(path, cfg), {})
 
 
 def _pick(known: tuple[str, ...], wanted: str, side: str) -> tuple[str, ...]:

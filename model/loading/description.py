@@ -23,6 +23,7 @@ class Description:
     tokenizer: Tokenizer
     languages: Languages
     defaults: GenerationDefaults
+    casing: dict[str, str]  # per source language, what app.casing gives it in sentence case: "sentence" or "capitals"
 
     @property
     def source_lang(self) -> str:

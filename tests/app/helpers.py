@@ -6,6 +6,7 @@ import time
 
 import httpx
 
+from app.casing import Casing
 from bench.harness.client import HTTP, Sse, metrics, parse_sse, value
 from model.loading.checkpoint import Checkpoint
 from model.runner.generate import generate
@@ -90,14 +91,17 @@ def wait_for(predicate, timeout: float, interval: float = 0.05) -> float:
 
 
 def offline(ck: Checkpoint, text: str, **params) -> list[str]:
-    """The oracle: model.runner.generate.generate on the checkpoint for one text; n-best texts."""
-    ids = ck.tokenizer.encode(text)
+    """The oracle: model.runner.generate.generate on the checkpoint for one text as the server's model reads it (in
+    sentence case if it asks: app.casing); n-best texts in the casing it was typed in."""
+    casing = Casing.of(text, ck.casing.get("en", ""))
+    ids = ck.tokenizer.encode(casing.model_text(text))
     hyps = generate(ck.model, [Request(0, ids, DecodeParams(**params))])[0]
-    return [ck.tokenizer.decode(h.tokens) for h in hyps]
+    return [casing.restore(ck.tokenizer.decode(h.tokens)) for h in hyps]
 
 
 def offline_hyps(ck: Checkpoint, text: str, **params):
-    """The oracle's hypotheses (tokens, score, finish_reason)."""
+    """The oracle's hypotheses (tokens, score, finish_reason) for a text in sentence case."""
+    assert not Casing.of(text, ck.casing.get("en", "")).kind, f"{text!r}: the server reads it in sentence case"
     return generate(ck.model, [Request(0, ck.tokenizer.encode(text), DecodeParams(**params))])[0]
 
 
