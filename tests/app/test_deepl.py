@@ -61,9 +61,11 @@ def v2(url: str, path: str, key: str | None = KEY, **kw) -> httpx.Response:
 
 def test_languages(translator):
     """What the served model translates, in DeepL's codes; no model here honours formality."""
-    assert [(lang.code, lang.name) for lang in translator.get_source_languages()] == [("EN", "English")]
+    sources = translator.get_source_languages()
+    assert [(lang.code, lang.name) for lang in sources] == [("EN", "English"), ("ES", "Spanish")]
     targets = translator.get_target_languages()
-    assert [(lang.code, lang.supports_formality) for lang in targets] == [("ES", False), ("ES-419", False)]
+    assert [(lang.code, lang.supports_formality) for lang in targets] == [
+        ("EN-GB", False), ("EN-US", False), ("ES", False), ("ES-419", False)]  # fmt: skip
 
 
 def test_translate_text_one_and_a_list_as_libretranslate_answers(translator, keyed):
@@ -82,6 +84,14 @@ def test_default_call_without_source(translator, keyed, text):
     issue's "Hello world" was a 400, detected as fuv)."""
     got = translator.translate_text(text, target_lang="ES")
     assert (got.text, got.detected_source_lang) == (libre(keyed.url, [text])[0], "EN")
+
+
+def test_spanish_into_american_english_is_the_reverse_pair(translator, keyed):
+    """DeepL users' usual call for English, target_lang EN-US and no source: ES (the only source served into EN), as
+    /translate from es to en."""
+    got = translator.translate_text("¿Dónde está la estación?", target_lang="EN-US")
+    want = libre(keyed.url, ["¿Dónde está la estación?"], source="es", target="en")[0]
+    assert (got.text, got.detected_source_lang) == (want, "ES") and "station" in want.lower()
 
 
 def test_translate_html_keeps_the_markup(translator, keyed):
@@ -193,9 +203,9 @@ BAD = [  # (id, path, request kwargs, status, words the message must contain)
     ("missing-target", "/translate", {"json": {"text": ["x"]}}, 400, ["target_lang"]),
     ("unknown-target", "/translate", {"json": {"text": ["x"], "target_lang": "XX"}}, 400, ["target_lang", "XX"]),
     ("unserved-target", "/translate", {"json": {"text": ["x"], "target_lang": "DE"}}, 400,
-     ["target_lang", "DE", "served pairs: EN->ES"]),
-    ("reverse-pair", "/translate", {"json": {"text": ["Hola"], "target_lang": "EN-US", "source_lang": "ES"}}, 400,
-     ["target_lang", "EN-US", "served pairs: EN->ES"]),
+     ["target_lang", "DE", "served pairs: EN->ES, ES->EN"]),
+    ("same-language", "/translate", {"json": {"text": ["Hello"], "target_lang": "EN-US", "source_lang": "EN"}}, 400,
+     ["target_lang", "EN-US", "served pairs: EN->ES, ES->EN"]),
     ("unknown-source", "/translate", {"json": {"text": ["x"], "target_lang": "ES", "source_lang": "XX"}}, 400,
      ["source_lang"]),
     ("missing-text", "/translate", {"json": {"target_lang": "ES"}}, 400, ["text"]),
@@ -295,7 +305,8 @@ def test_the_node_client_makes_the_same_calls(deepl_node, keyed, tmp_path):
     assert run.returncode == 0, run.stderr
     got = json.loads(run.stdout)
     want = libre(keyed.url, TEXTS)
-    assert (got["sources"], got["targets"]) == (["en"], ["es", "es-419"])  # deepl-node writes codes in lower case
+    targets = [code.lower() for code in got["targets"]]  # in whatever case the installed deepl-node gives them
+    assert (got["sources"], targets) == (["en", "es"], ["en-gb", "en-us", "es", "es-419"])
     assert got["one"] == [want[0], "en", len(TEXTS[0])] and got["list"] == want
     assert got["html"] == libre(keyed.url, ["<p>The house is <b>big</b>.</p>"], format="html")[0]
     assert got["usage"] == [len(TEXTS[0]) + sum(map(len, TEXTS)) + len("<p>The house is <b>big</b>.</p>"), 100_000]

@@ -79,7 +79,7 @@ def test_a_glossary_from_creation_to_deletion(translator, keyed):
 
 
 def test_language_pairs_are_the_served_ones(translator):
-    assert [(p.source_lang, p.target_lang) for p in translator.get_glossary_languages()] == [("en", "es")]
+    assert [(p.source_lang, p.target_lang) for p in translator.get_glossary_languages()] == [("en", "es"), ("es", "en")]
 
 
 def test_translate_text_applies_the_term_as_translate_does(translator, keyed):
@@ -214,5 +214,5 @@ def test_the_node_client_manages_glossaries(deepl_node, keyed):  # noqa: F811
     assert run.returncode == 0, run.stderr
     got = json.loads(run.stdout)
     assert got["made"] == ["node", "en", "es", 2, True] and got["listed"] and got["entries"] == TERMS
-    assert "fichero" in got["translated"] and got["pairs"] == [["en", "es"]]
+    assert "fichero" in got["translated"] and got["pairs"] == [["en", "es"], ["es", "en"]]
     assert got["deleted"] == "GlossaryNotFoundError"

@@ -25,8 +25,10 @@ PARAMS = DecodeParams(max_new_tokens=64)
 
 
 def translate(ck, texts: list[str]) -> list[str]:
-    """Greedy translations of `texts` decoded together (the server runs a request's 64 phrases as one batch)."""
-    reqs = [Request(i, ck.tokenizer.encode(en), PARAMS) for i, en in enumerate(texts)]
+    """Greedy en->es translations of `texts` decoded together (the server runs a request's 64 phrases as one batch,
+    the target's token first)."""
+    prefix = ck.languages.prefix("en", "es")
+    reqs = [Request(i, prefix + ck.tokenizer.encode(en), PARAMS) for i, en in enumerate(texts)]
     with torch.inference_mode():
         return [ck.tokenizer.decode(h[0].tokens) for h in generate(ck.model, reqs)]
 
@@ -46,7 +48,7 @@ def test_lower_precision_stays_within_the_quality_bounds(dtype, float32):
     identical = sum(a == b for a, b in zip(got, float32, strict=True)) / len(got)
     assert identical >= IDENTICAL.get(dtype, 0.95), [(a, b) for a, b in zip(got, float32, strict=True) if a != b]
     chrf = sacrebleu.corpus_chrf(got, refs).score
-    assert abs(chrf - sacrebleu.corpus_chrf(float32, refs).score) <= 0.5
+    assert chrf >= sacrebleu.corpus_chrf(float32, refs).score - 0.5  # no worse (bfloat16 scored 0.6 better on 64)
 
 
 def test_a_server_started_with_a_dtype_serves_and_reports_it():

@@ -35,7 +35,7 @@ def test_the_sentences_sent_are_each_one_request_of_the_server():
     tokenizer = describe(DEFAULT_MODEL).tokenizer
     assert one_unit("The house is big.", tokenizer)
     assert not one_unit("The house is big. The garden is small.", tokenizer)
-    assert not one_unit("Press \u2318 to open the menu.", tokenizer)
+    assert not one_unit("Press \u2603 to open the menu.", tokenizer)
     texts, ids, _ = pick_sentences(tokenizer, 32, 64, 0)
     assert len(texts) == 32 and all(map(one_unit, texts, [tokenizer] * 32))
     assert [tokenizer.encode(t) for t in texts] == ids and max(map(len, ids)) <= 64
