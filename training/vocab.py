@@ -86,11 +86,11 @@ def grow_model(model_dir: Path, spm_path: Path, out: Path) -> list[str]:
         if w.shape[:1] != (cfg.src_vocab_size,):
             grown[name] = w
             continue
-        rows = []
+        rows, noise = [], 0.01 * w.float().std().item()
         for ch in added:
-            base = sp.piece_to_id(ch.lower()) if ch.lower() != ch else sp.unk_id()
-            base = base if base not in (sp.unk_id(), *range(old, sp.get_piece_size())) else cfg.unk_id
-            rows.append(w[base] + 0.01 * w.float().std().item() * torch.randn_like(w[base].float()).to(w.dtype))
+            base = sp.piece_to_id(ch.lower()) if ch.lower() != ch else cfg.unk_id
+            base = base if base < old else cfg.unk_id  # a letter whose lower case is new too ("Ü"): as <unk>
+            rows.append(w[base] + noise * torch.randn_like(w[base].float()).to(w.dtype))
         grown[name] = torch.cat([w[:old], torch.stack(rows), w[old:]]) if rows else w
     new_cfg = ModelConfig.from_dict({**cfg.to_dict(), "src_vocab_size": size, "tgt_vocab_size": size})
     model = Seq2SeqTransformer(new_cfg)

@@ -19,6 +19,7 @@ from model.runner.params import DecodeParams
 from model.runner.search import Request
 from model.runner.state import DecodeState
 from tests.app.inprocess import POISON, TEXTS, make_core, oracle, rounds, submit
+from tests.model.test_builtin import shifted
 
 CASES = [
     {"max_new_tokens": 40},
@@ -222,12 +223,6 @@ def served(ck, en: str) -> list[int]:
     return ck.languages.prefix("en", "es") + ck.tokenizer.encode(en)
 
 
-def past_prefix(ck, spans) -> tuple[tuple[int, ...], ...]:
-    """Source token spans moved past the target's token, as the planner moves them."""
-    lead = len(ck.languages.prefix("en", "es"))
-    return tuple(tuple(k + lead for k in span) for span in spans)
-
-
 def one_term(en: str, source: str, target: str):
     """The built-in model, its engine core (the vocabulary's word starts known) and a request's parameters with one
     term placed on the first occurrence of `source` in `en`."""
@@ -240,7 +235,7 @@ def one_term(en: str, source: str, target: str):
     words = Words.of(tok.target_pieces(ck.config.tgt_vocab_size), torch.device("cpu"))
     core = engine_core("en-es", ck.model, Settings(), words=words)
     at = en.index(source)
-    spans = past_prefix(ck, tok.source_spans(en, [(at, at + len(source))], lead=1))
+    spans = shifted(tok.source_spans(en, [(at, at + len(source))], lead=1), ck.languages.prefix("en", "es"))
     return ck, core, DecodeParams(max_new_tokens=64).constrained((tuple(tok.encode_target(target)),), spans=spans)
 
 
@@ -338,7 +333,7 @@ def through_core(en: str, entries: tuple[tuple[str, str], ...]):
     use = GlossaryUse(entries, tok.encode_target, 7, agreeing=Agreeing("es", SOURCES["en"], tok.encode,
                       tok.encode_target))  # fmt: skip
     cons, chars = use.constraints(en)
-    spans = past_prefix(ck, tok.source_spans(en, chars, lead=1))
+    spans = shifted(tok.source_spans(en, chars, lead=1), ck.languages.prefix("en", "es"))
     params = DecodeParams(max_new_tokens=64).constrained(cons, spans=spans)
     params = dataclasses.replace(params, agreement=use.agreement(en))
 

@@ -1,19 +1,17 @@
 """int8-ffn, int8, bfloat16 and auto on the built-in model: each precision's greedy translations of the everyday
-phrases against float32's, in-process as the engine batches one 64-phrase request (chrF within 0.5, at least 95%
-identical; int8 90%); and one real server started with --dtype, as an operator starts it."""
+phrases against float32's, in-process as the engine batches one 64-phrase request, the target's token first (chrF
+no more than 0.5 below, at least 95% identical; int8 90%); and one real server started with --dtype, as an
+operator starts it."""
 
 import pytest
 import sacrebleu
-import torch
 
 from app.settings import BUILTIN
 from bench.harness.client import HTTP
 from bench.harness.server import ServerProcess
 from model.loading.checkpoint import load
 from model.network.precision import choose
-from model.runner.generate import generate
-from model.runner.params import DecodeParams
-from model.runner.search import Request
+from tests.model.test_builtin import translate_all
 from training.common import EVERYDAY, read_tsv
 
 PHRASES = read_tsv(EVERYDAY)[:64]  # one POST (max_items 64); the full sets are measured by training.precision
@@ -21,29 +19,19 @@ PHRASES = read_tsv(EVERYDAY)[:64]  # one POST (max_items 64); the full sets are 
 # float32 noise upstream (the Handbook test: 79-83.5% identical, docs/benchmarks.md). These 64 phrases in one batch
 # measured 95.3-98.4% across equally good encoders on an AVX2 CPU; 95% would test the luck of this batch.
 IDENTICAL = {"int8": 0.90}
-PARAMS = DecodeParams(max_new_tokens=64)
-
-
-def translate(ck, texts: list[str]) -> list[str]:
-    """Greedy en->es translations of `texts` decoded together (the server runs a request's 64 phrases as one batch,
-    the target's token first)."""
-    prefix = ck.languages.prefix("en", "es")
-    reqs = [Request(i, prefix + ck.tokenizer.encode(en), PARAMS) for i, en in enumerate(texts)]
-    with torch.inference_mode():
-        return [ck.tokenizer.decode(h[0].tokens) for h in generate(ck.model, reqs)]
 
 
 @pytest.fixture(scope="module")
 def float32():
     """The float32 translations of the phrases."""
-    return translate(load(BUILTIN), [en for en, _ in PHRASES])
+    return translate_all(load(BUILTIN), [en for en, _ in PHRASES], "en", "es")
 
 
 @pytest.mark.parametrize("dtype", ["int8-ffn", "int8", "bfloat16", "auto"])
 def test_lower_precision_stays_within_the_quality_bounds(dtype, float32):
     """The model loaded as the engine core loads it for `--dtype`, against float32."""
     precision, _ = choose(dtype, "cpu")
-    got = translate(load(BUILTIN, dtype=precision), [en for en, _ in PHRASES])
+    got = translate_all(load(BUILTIN, dtype=precision), [en for en, _ in PHRASES], "en", "es")
     refs = [[es for _, es in PHRASES]]
     identical = sum(a == b for a, b in zip(got, float32, strict=True)) / len(got)
     assert identical >= IDENTICAL.get(dtype, 0.95), [(a, b) for a, b in zip(got, float32, strict=True) if a != b]
@@ -63,4 +51,4 @@ def test_a_server_started_with_a_dtype_serves_and_reports_it():
         proc.stop()
     assert (m["dtype"], m["dtype_reason"], m["device"]) == (*choose("int8", "cpu"), "cpu")
     assert r.status_code == 200, r.text
-    assert r.json()["translatedText"] == translate(load(BUILTIN, dtype="int8"), [text])[0]
+    assert r.json()["translatedText"] == translate_all(load(BUILTIN, dtype="int8"), [text], "en", "es")[0]
