@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+from app.casing import Casing
 from app.errors import ApiError
 from app.glossaries.after import mend
 from app.glossaries.agreement import Agreeing, capital
@@ -119,10 +120,11 @@ class GlossaryUse:
     @staticmethod
     def report(entries: list[Entry], output: str) -> list[dict]:
         """Per matched entry: its terms and whether the target stands in the output as whole words (case-sensitive,
-        but for a capital first letter at the output's start, and in capitals: a text typed so, app.casing)."""
+        but for a capital first letter at the output's start, and in capitals or Title Case: a text typed so,
+        app.casing)."""
+        typed = (str, str.upper, Casing("title").restore)
         return [
-            {"source": s, "target": t, "applied": whole_words(t, output) or whole_words(t.upper(), output)}
-            for s, t in entries
+            {"source": s, "target": t, "applied": any(whole_words(f(t), output) for f in typed)} for s, t in entries
         ]
 
 
