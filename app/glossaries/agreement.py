@@ -77,14 +77,18 @@ class Agreeing:
         self.lexicon = lexicon
         table = rows(language)
         self.articles, self.sources = table[0], sources
-        self.words = tuple(word for row in table for case in (str, capital) for word in self._words(row, case))
+        cases = (str, capital, str.upper)
+        self.words = tuple(word for row in table for case in cases for word in self._words(row, case))
         self.openers = tuple(tuple(encode_target(capital(a))) for a in self.articles)
 
     def _words(self, row: tuple[str, ...], case: Callable[[str], str]) -> list[Word]:
-        """The distinct words of a row, each with the forms it fits and its own ids in every form."""
-        variants = tuple(tuple(self.encode_target(case(w))) if w else () for w in row)
-        return [Word(variants[i], tuple(k for k, v in enumerate(row) if v == w), variants)
-                for i, w in enumerate(row) if w and row.index(w) == i]  # fmt: skip
+        """The distinct words of a row in a case, each with the forms it fits and its own ids in every form; a word in
+        capitals ("EL", a casing the model learnt from text typed so) is swapped for the capitalised form."""
+        spelled = tuple(tuple(self.encode_target(case(w))) if w else () for w in row)
+        variants = spelled if case is not str.upper else tuple(tuple(self.encode_target(capital(w))) for w in row)
+        return [Word(spelled[i], tuple(k for k, v in enumerate(row) if v == w), variants)
+                for i, w in enumerate(row)
+                if w and row.index(w) == i and (case is not str.upper or w.upper() != capital(w))]  # fmt: skip
 
     def __call__(
         self, terms: list[tuple | None], capitalised: bool = False, sentence: bool = False

@@ -62,7 +62,8 @@ def redo(
     missing, the missing term was forced already, or nothing of the output after the prefix aligns to the term's
     source. Where several words there align to the term's source ("de letra" for "font"), the term takes the place of
     those after the word the model likes best (`likely`: outputs' log-probabilities): "el tamaño de fuente", not "el
-    tamaño fuente". Each retry forces one more term: there are at most as many."""
+    tamaño fuente"; the word it replaces may not follow it ("un auto coche nuevo"). Each retry forces one more term:
+    there are at most as many."""
     j = missing(params, tokens, joins) if params.constraint_spans else None
     if j is None:
         return None
@@ -82,10 +83,12 @@ def redo(
     if likely is not None:
         joined = joins or [not s for s in starts]
         at = _likeliest(tokens, aligned, starts, joined, at, (start, end), params.constraints[j], likely)
-    prefix = (*tokens[:at], *params.constraints[j])
+    term = params.constraints[j]
+    prefix = (*tokens[:at], *term)
     if len(prefix) >= params.max_new_tokens:
         return None
-    return placed(params, prefix, j)
+    replaced = ((*term, tokens[at]),) if at < len(tokens) and tokens[at] != term[0] else ()
+    return placed(dataclasses.replace(params, bad_words_ids=(*params.bad_words_ids, *replaced)), prefix, j)
 
 
 def _likeliest(

@@ -13,7 +13,8 @@ def encode(text: str) -> list[int]:
 
 
 def test_each_word_fits_its_forms_and_knows_its_variants():
-    # catches: "mi" taken as masculine only (swapped to itself), "de la" split ("de el"), no capitalised words
+    # catches: "mi" taken as masculine only (swapped to itself), "de la" split ("de el"), no capitalised words, a
+    # word in capitals the model wrote ("EL vivienda", from text typed so) not known, or swapped to capitals ("LA")
     agreeing = Agreeing("es", SOURCES["en"], encode, encode)
     words = {tuple(w.ids): w for w in agreeing.words}
     el, de_la, mi, la_cap = (tuple(encode(w)) for w in ("el", "de la", "mi", "La"))
@@ -21,6 +22,7 @@ def test_each_word_fits_its_forms_and_knows_its_variants():
     assert words[de_la].fits == (1,) and words[de_la].variants[0] == tuple(encode("del"))
     assert words[mi].fits == (0, 1) and words[mi].variants[2] == tuple(encode("mis"))
     assert words[la_cap].variants[0] == tuple(encode("El"))
+    assert words[tuple(encode("EL"))].fits == (0,) and words[tuple(encode("EL"))].variants[1] == tuple(encode("La"))
     assert not words[tuple(encode("ninguna"))].variants[3]  # no plural: never swapped to
 
 

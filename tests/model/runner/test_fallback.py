@@ -1,6 +1,8 @@
-"""A missing glossary term's retry: which occurrence of a term wanted twice is the missing one."""
+"""A missing glossary term's retry: which occurrence of a term wanted twice is the missing one, and what it
+forces."""
 
-from model.runner.fallback import missing, unplaced_twin
+from model.runner import fallback
+from model.runner.fallback import missing, redo, unplaced_twin
 from model.runner.params import ANYWHERE, DecodeParams
 
 TERM = (5, 6)
@@ -16,3 +18,13 @@ def test_the_missing_twin_is_the_one_no_occurrence_aligns_to():
     assert unplaced_twin(params, *first, 1) == 1
     placed = DecodeParams(beam_size=4).constrained((TERM, TERM), spans=(ANYWHERE, (4, 5, 6)))
     assert unplaced_twin(placed, tokens, aligned, 1) == 1  # a twin the prefix placed is not searched again
+
+
+def test_the_retry_forces_the_term_in_place_of_the_word_and_bans_that_word_after_it(monkeypatch):
+    # catches: "Compramos un auto coche nuevo.": the model's own word, which the term replaces, written again after it
+    params = DecodeParams(beam_size=4).constrained((TERM,), spans=((1, 2, 3),))
+    tokens = [9, 8, 7, 2]  # the model's word 8 where the term's source (position 2) aligns
+    monkeypatch.setattr(fallback, "alignments", lambda runner, pairs: [[0, 2, 4, 5]])
+    again = redo(None, [True] * 10, [1, 2, 3, 4], params, tokens)
+    assert again.prefix == (9, *TERM) and again.constraint_spans == (ANYWHERE,)
+    assert again.bad_words_ids == ((*TERM, 8),)
