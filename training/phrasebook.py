@@ -1,5 +1,5 @@
-"""Stage 8b: a phrasebook written for this project (training/phrasebook.tsv, phrasebook_more.tsv, phrasebook_es.tsv,
-phrasebook_home.tsv, phrasebook_town.tsv and phrasebook_es3.tsv, plus sentence frames over word lists, translated
+"""Stage 8b: a phrasebook written for this project (training/phrasebook.tsv and the phrasebook_*.tsv files, the
+later ones passed through `training.decontaminate` when written, plus sentence frames over word lists, translated
 by hand with Spanish agreement) into work/phrasebook.*: greetings, directions, shops, food, time, family and
 feelings, the everyday language that the catalogs and manuals lack. The everyday test phrases and the README
 examples are held out here too: a line equal to one of them, or containing one of three or more words, is dropped
@@ -18,6 +18,9 @@ SPANISH = Path(__file__).resolve().parent / "phrasebook_es.tsv"  # what Spanish 
 HOME = Path(__file__).resolve().parent / "phrasebook_home.tsv"  # daily life at home and with people (2026-11-28)
 TOWN = Path(__file__).resolve().parent / "phrasebook_town.tsv"  # errands, time, weather, travel, work (2026-11-28)
 SPANISH3 = Path(__file__).resolve().parent / "phrasebook_es3.tsv"  # thought in Spanish first, more verbs (2026-11-28)
+# Written 2026-11-28 from a conversation phrasebook's topics alone, then decontaminated (training.decontaminate)
+LATER = {name: Path(__file__).resolve().parent / f"phrasebook_{name}.tsv"
+         for name in ("social", "about", "questions", "short", "es4", "statements")}  # fmt: skip
 SEED = 7
 M, F = "m", "f"
 
@@ -395,7 +398,8 @@ def build() -> list[tuple[str, str]]:
     """Every pair once, in order, without held-out phrases; prints how many each part gave."""
     rng = random.Random(SEED)
     parts = {"hand": read_tsv(HAND), "more": read_tsv(MORE), "spanish": read_tsv(SPANISH), "home": read_tsv(HOME),
-             "town": read_tsv(TOWN), "spanish3": read_tsv(SPANISH3), "places": places(),
+             "town": read_tsv(TOWN), "spanish3": read_tsv(SPANISH3),
+             **{name: read_tsv(path) for name, path in LATER.items()}, "places": places(),
              "things": things(rng), "food": food(), "people": people(rng), "time": time_phrases(),
              "feelings": feelings(), "errands": errands()}  # fmt: skip
     exact, long = held_out()
