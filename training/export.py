@@ -1,6 +1,8 @@
-"""Export a training checkpoint as the native checkpoint the server loads (fp16 weights, < 30 MB); with `--state`,
-also the run's step, place in the epoch and log (`training.json`), so that `training.train --init` goes on with the
-run from there on another machine (a checkpoint small enough to commit: no optimizer moments)."""
+"""Export a training checkpoint as the native checkpoint the server loads (fp16 weights, < 30 MB), or the average of
+several checkpoints of one run (their weights' mean: the checkpoints of a run's last stretch averaged are steadier
+than the last alone); with `--state`, also the (last) run's step, place in the epoch and log (`training.json`), so
+that `training.train --init` goes on with the run from there on another machine (a checkpoint small enough to commit:
+no optimizer moments)."""
 
 from __future__ import annotations
 
@@ -23,18 +25,20 @@ CASING = {"en": "sentence", "es": "capitals"}
 
 
 def main() -> None:
-    """Load run/last.pt, drop dropout and optimizer state, save to model/builtin/en-es."""
+    """Load run/last.pt (or average checkpoints), drop dropout and optimizer state, save to model/builtin/en-es."""
     p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("--checkpoint", type=Path, default=WORK / "run" / "last.pt")
+    p.add_argument("--checkpoint", type=Path, nargs="+", default=[WORK / "run" / "last.pt"], help="several: averaged")
     p.add_argument("--out", type=Path, default=Path("model/builtin/en-es"))
     p.add_argument("--spm", type=Path, default=WORK / "spm.model")
     p.add_argument("--state", action="store_true", help="also write the run's state (training.json) to go on from")
     args = p.parse_args()
-    saved = torch.load(args.checkpoint, map_location="cpu", weights_only=False)
+    runs = [torch.load(path, map_location="cpu", weights_only=False) for path in args.checkpoint]
+    saved = runs[-1]
     off = {"dropout": 0.0, "attention_dropout": 0.0, "activation_dropout": 0.0}
     cfg = ModelConfig.from_dict({**saved["config"], **off})
     model = Seq2SeqTransformer(cfg)
-    model.load_state_dict(saved["model"])
+    mean = lambda k, v: sum(r["model"][k].float() for r in runs) / len(runs) if v.is_floating_point() else v  # noqa: E731
+    model.load_state_dict({k: mean(k, v) for k, v in saved["model"].items()})
     languages = [c for c in saved["args"].get("languages", "").split(",") if c]
     pieces = cfg.src_vocab_size - len(languages)  # a two-way model's language tokens follow the pieces
     tokens = {code: pieces + i for i, code in enumerate(languages)}
@@ -42,7 +46,8 @@ def main() -> None:
     if args.state:
         (args.out / "training.json").write_text(json.dumps(saved["state"], indent=1) + "\n", encoding="utf-8")
     size = sum(f.stat().st_size for f in args.out.iterdir()) / 1e6
-    print(f"exported step {saved['state']['step']} to {args.out} ({size:.1f} MB)")
+    steps = "+".join(str(r["state"]["step"]) for r in runs)
+    print(f"exported step {steps} to {args.out} ({size:.1f} MB)")
 
 
 if __name__ == "__main__":

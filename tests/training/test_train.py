@@ -43,3 +43,22 @@ def test_the_rate_warms_up_again_from_the_step_a_run_went_on_at():
     assert lr_at(5000, args, rewarm=5000) == lr_at(5000, args) / 200
     assert lr_at(5199, args, rewarm=5000) == lr_at(5199, args)  # warmed up: the schedule's own rate
     assert lr_at(99, args) == 5e-4 * 100 / 200  # the first warmup as it was
+
+
+def test_checkpoints_exported_together_are_averaged(tmp_path, monkeypatch):
+    # catches: only the last checkpoint exported, or the state taken from another than the last
+    cfg = tiny_config(8002)
+    models = [Seq2SeqTransformer(cfg).init_weights() for _ in range(2)]
+    for i, model in enumerate(models):
+        state = {"step": 100 * (i + 1), "epoch": 0, "batch": i, "tokens": 1, "seconds": 1.0, "log": []}
+        saved = {"model": model.state_dict(), "state": state, "config": cfg.to_dict(), "args": {"languages": "en,es"}}
+        torch.save(saved, tmp_path / f"step{i}.pt")
+    out = tmp_path / "out"
+    paths = [str(tmp_path / f"step{i}.pt") for i in range(2)]
+    monkeypatch.setattr(sys, "argv", ["export", "--checkpoint", *paths, "--out", str(out), "--spm", SPM, "--state"])
+    export.main()
+    fresh = Seq2SeqTransformer(cfg)
+    assert start_from(fresh, out, {"step": 0})["step"] == 200
+    a, b = (m.state_dict() for m in models)
+    want = {k: ((a[k].float() + b[k].float()) / 2).half().float() for k in a}
+    assert all(torch.allclose(v, want[k], atol=1e-3) for k, v in fresh.state_dict().items())
