@@ -232,13 +232,14 @@ def test_a_plural_that_opens_a_sentence_gets_its_article(checkpoint, en, term, t
 @pytest.mark.parametrize(
     "en, term, target, wanted",
     [
-        ("Change the font size.", "font", "fuente", "Cambiar el tamaño de fuente."),  # was "el tamaño fuente"
-        ("Open the file menu.", "file", "fichero", "Abrir el menú de fichero."),  # was "el menú fichero"
+        ("Change the font size.", "font", "fuente", r"el tamaño de (la )?fuente\.$"),  # was "el tamaño fuente"
+        ("Open the file menu.", "file", "fichero", r"el menú de(l)? fichero\.$"),  # was "el menú fichero"
     ],
 )
 def test_a_forced_term_keeps_the_word_that_joins_it_to_the_sentence(checkpoint, en, term, target, wanted):
     # catches: a missed term forced at the first word aligned to its source, "de" of the model's "de letra" among them
-    assert glossed(checkpoint, en, ((term, target),), lexicon("es")) == wanted
+    out = glossed(checkpoint, en, ((term, target),), lexicon("es"))
+    assert re.search(wanted, out), out
 
 
 def glossed(ck, en: str, entries: tuple[tuple[str, str], ...], analyser) -> str:
