@@ -278,29 +278,33 @@ def swapped(hyp: Hypothesis, start: int, old: tuple[int, ...], new: tuple[int, .
 def replaced(hyp: Hypothesis, params: DecodeParams, vocab: Pieces) -> tuple[Hypothesis, int, tuple[int, ...]]:
     """A finished output with `params.stand_in` in place of the model's own word after the prefix, where the term
     starts and the model's word: the first that starts as `params.stand_for` does, else of the next NEXT_WORDS words
-    the first that starts as the term does (the model took the term for the start of its word), else the first; the
-    term's pieces take the word's log-probability in equal parts."""
+    the first that starts as the term does (the model took the term for the start of its word), else the first that
+    is no word of the agreement's table (the model wrote another word of its own: "El médico es", not "El doctor es",
+    whose "El" is no word to replace); the term's pieces take the word's log-probability in equal parts."""
     tokens, term = hyp.tokens, params.stand_in
     words = word_spans(tokens, len(params.prefix), vocab)
+    own = []
     if params.stand_for:  # the model's word, as `again` found it, wherever the model put it ("El menú de ...")
         lead = vocab.spelled(params.stand_for)[:4]
         own = [w for w in words if vocab.spelled(tokens[w[0] : w[1]]).startswith(lead)]
-    else:
-        own = [w for w in words[:NEXT_WORDS] if vocab.lead(tokens[w[0] : w[1]]) == vocab.lead(term)]
+    own = own or [w for w in words[:NEXT_WORDS] if vocab.lead(tokens[w[0] : w[1]]) == vocab.lead(term)]
+    table = {w.ids for w in params.agreement.words} if params.agreement is not None else set()
+    own = own or [w for w in words if tuple(tokens[w[0] : w[1]]) not in table]
     start, end = (own or words or [(len(params.prefix),) * 2])[0]  # no word there: the term goes in before the rest
     return swapped(hyp, start, tuple(tokens[start:end]), term), start, tuple(tokens[start:end])
 
 
 def word_spans(tokens: list[int], start: int, vocab: Pieces) -> list[tuple[int, int]]:
     """The words of `tokens` from `start` on, as [start, end) token spans: a word-initial piece and the pieces that go
-    on with it (punctuation and special tokens are no words)."""
+    on with it (a bare "▁" starts one too: "▁", "t", "ío"), if they hold a letter (punctuation and special tokens are
+    no words)."""
     out = []
     for i in range(start, len(tokens)):
-        if vocab.text[tokens[i]].startswith("\u2581") and letters(vocab.text[tokens[i]]):
+        if vocab.text[tokens[i]].startswith("\u2581"):
             out.append((i, i + 1))
         elif vocab.joins[tokens[i]] and out and out[-1][1] == i:
             out[-1] = (out[-1][0], i + 1)
-    return out
+    return [(a, b) for a, b in out if vocab.spelled(tokens[a:b])]
 
 
 def letters(text: str) -> str:

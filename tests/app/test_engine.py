@@ -303,17 +303,17 @@ def test_a_term_read_as_the_start_of_a_longer_word_stands_in_for_its_own(monkeyp
     assert core.metrics.glossary_retries.labels("en-es", "unfinished")._value.get() == en.count(next(iter(terms)))
 
 
-def test_a_term_that_is_the_models_word_in_another_gender_stands_in_for_it(monkeypatch):
-    # catches: the words after "vecina" chosen for the term ("Nuestra vecina dos perros.": after "vecina" the model
-    # wants no verb), not for the model's own "vecino" ("tiene dos perros")
-    from model.runner import unfinished
-
-    _, translate = through_core("Our neighbor has two dogs.", (("neighbor", "vecina"),))
-    assert translate()[0] == "Nuestra vecina tiene dos perros."
-    monkeypatch.setattr(unfinished, "variant", lambda own, term: False)
-    # the two-way model (2026-11-28) writes "tiene" after "vecina" without the stand-in as well: this case no longer
-    # shows what the stand-in does (issue 42: find one that does on it)
-    assert translate()[0] == "Nuestra vecina tiene dos perros."
+def test_a_term_that_is_the_models_word_in_another_gender_stands_in_for_it():
+    # catches: the words after "vecina" chosen for the term ("Nuestra vecina dos perros.", the model of 2026-11-27),
+    # and the stand-in putting the term in place of another word than the model's: the article where the model wrote
+    # another word of its own ("El médico es" for its "doctor": "doctora médico es muy amable."), or the word after
+    # the model's when that one's pieces start with a bare "▁" ("Mi tío tía sólo.")
+    cases = [("Our neighbor has two dogs.", "neighbor", "vecina", "Nuestra vecina tiene dos perros."),
+             ("The doctor is very kind.", "doctor", "doctora", "La doctora es muy amable."),
+             ("My uncle lives alone.", "uncle", "tía", "Mi tía vive sólo.")]  # fmt: skip
+    for en, term, target, wanted in cases:
+        _, translate = through_core(en, ((term, target),))
+        assert translate()[0] == wanted
 
 
 def through_core(en: str, entries: tuple[tuple[str, str], ...]):

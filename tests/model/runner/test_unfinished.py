@@ -9,9 +9,11 @@ from model.runner import unfinished
 from model.runner.params import PARKED, Agreement, DecodeParams, Probe, Word
 from model.runner.search import Hypothesis
 
-PIECES = ("<pad>", "</s>", "▁el", "▁la", "▁and", "én", "▁plataforma", "▁en", "▁mediodía", ".", "▁de", "▁platforma")
-VOCAB = unfinished.Pieces(PIECES, [False] * 5 + [True] + [False] * 6, torch.zeros(len(PIECES)))
-EL, LA, AND, EN_, PLATAFORMA, EN, MEDIODIA, DOT, DE, PLATFORMA = 2, 3, 4, 5, 6, 7, 8, 9, 10, 11
+PIECES = ("<pad>", "</s>", "▁el", "▁la", "▁and", "én", "▁plataforma", "▁en", "▁mediodía", ".", "▁de", "▁platforma",
+          "▁", "t", "ío", "▁médico")
+JOINS = [False] * 5 + [True] + [False] * 7 + [True, True, False]
+VOCAB = unfinished.Pieces(PIECES, JOINS, torch.zeros(len(PIECES)))
+EL, LA, AND, EN_, PLATAFORMA, EN, MEDIODIA, DOT, DE, PLATFORMA, BARE, T, IO, MEDICO = range(2, 16)
 ANDEN = (AND, EN_)
 WORDS = (Word((EL,), (0,), ((EL,), (LA,))), Word((LA,), (1,), ((EL,), (LA,))))
 PROBE = Probe(((1,),), ((EL, *ANDEN), (LA, *ANDEN)), (0.0, 0.0))
@@ -53,3 +55,18 @@ def test_a_term_is_the_models_word_in_another_gender_only_from_its_masculine():
     no = [("jefa", "jefe"), ("jefe", "jefe"), ("profesor", "profesional"), ("mi", "ma"), ("bici", "bicicleta")]
     assert all(unfinished.variant(own, term) for own, term in yes)
     assert not any(unfinished.variant(own, term) for own, term in no)
+
+
+def test_a_word_that_starts_with_a_bare_space_piece_is_a_word():
+    # catches: "▁", "t", "ío" skipped (no letter in its first piece), so "tío" is never found and the next word is
+    # replaced instead: "Mi tío tía sólo."
+    tokens = [EL, BARE, T, IO, EN, DOT]  # "el tío en."
+    assert unfinished.word_spans(tokens, 0, VOCAB) == [(0, 1), (1, 4), (4, 5)]
+
+
+def test_a_term_whose_model_word_is_not_written_replaces_the_first_word_not_of_the_table():
+    # catches: the article replaced when the model wrote another word of its own than the one looked for ("El médico
+    # es", its "doctor" looked for): "doctora médico es"
+    hyp = Hypothesis([EL, MEDICO, EN, MEDIODIA, DOT], -1.0, "eos", logprobs=[-0.5] * 6)
+    out, at, own = unfinished.replaced(hyp, params((), (PLATFORMA,)), VOCAB)
+    assert (at, own) == (1, (MEDICO,)) and out.tokens == [EL, *ANDEN, EN, MEDIODIA, DOT]
