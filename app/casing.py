@@ -44,15 +44,17 @@ class Casing:
     def of(cls, text: str, forms: str = "sentence") -> Casing:
         """The casing a unit was typed in, of the `forms` read in sentence case ("sentence": capitals, Title Case and
         lower case; "capitals": capitals and Title Case; "": none): capitals need two words of two letters or more
-        and no lower-case letter; Title Case as much, and every word a capital then lower case ("USB", "iPhone" are
-        not); lower case, a first word in lower case with nothing before it but spaces and opening marks."""
+        and no lower-case letter; Title Case as much, every word a capital then lower case ("USB", "iPhone" are not)
+        and no colon (labels and names: "Name: John City: London"); lower case, a first word in lower case with
+        nothing before it but spaces and opening marks."""
         i = _first_letter(text)
         if not forms or i < 0 or len(text.lower()) != len(text) or len(text.upper()) != len(text):
             return cls()  # "ß", "İ": offsets would move
         words = WORD.findall(text)
         if sum(len(w) > 1 for w in words) >= 2 and not any(c.islower() for c in text):
             return cls("upper")
-        if sum(len(w) > 1 for w in words) >= 2 and all(_titled(t) for t in TOKEN.findall(text) if WORD.search(t)):
+        titled = all(_titled(t) for t in TOKEN.findall(text) if WORD.search(t))
+        if sum(len(w) > 1 for w in words) >= 2 and titled and ":" not in text:  # "Name: John City: London": labels
             return cls("title")
         if forms == "sentence" and words[0].islower() and not text[:i].strip(OPENERS):
             return cls("lower")

@@ -40,6 +40,7 @@ def sentence_case(native_dir, tmp_path_factory, session_servers):
         ("Hello", "", "Hello"),  # one word: nothing says Title Case
         ("Open The USB Drive", "", "Open The USB Drive"),  # a word in capitals: not Title Case
         ("Hello World, I use macOS", "", "Hello World, I use macOS"),
+        ("Name: John City: London", "", "Name: John City: London"),  # labels and names, not a Title Case sentence
         ("USB drive", "", "USB drive"),
         ("iPhone is here", "", "iPhone is here"),  # not a lower-case word
         ("3 apples", "", "3 apples"),  # a number first: nothing to capitalise
