@@ -51,10 +51,11 @@ class Casing:
         if not forms or i < 0 or len(text.lower()) != len(text) or len(text.upper()) != len(text):
             return cls()  # "ß", "İ": offsets would move
         words = WORD.findall(text)
-        if sum(len(w) > 1 for w in words) >= 2 and not any(c.islower() for c in text):
+        two = sum(len(w) > 1 for w in words) >= 2  # two words of two letters or more
+        if two and not any(c.islower() for c in text):
             return cls("upper")
         titled = all(_titled(t) for t in TOKEN.findall(text) if WORD.search(t))
-        if sum(len(w) > 1 for w in words) >= 2 and titled and ":" not in text:  # "Name: John City: London": labels
+        if two and titled and ":" not in text:  # "Name: John City: London": labels and names
             return cls("title")
         if forms == "sentence" and words[0].islower() and not text[:i].strip(OPENERS):
             return cls("lower")

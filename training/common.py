@@ -127,6 +127,13 @@ def first_phrases() -> tuple[list[list[str]], list[list[str]]]:
     return tuple([[alt.strip() for alt in row[side].split(" | ")] for row in rows] for side in (0, 1))
 
 
+def everyday_held_out() -> list[str]:
+    """Every held-out everyday phrase, both languages: both everyday sets and every alternative of the phrases people
+    type first."""
+    phrases = [side for path in (EVERYDAY, EVERYDAY2) for pair in read_tsv(path) for side in pair]
+    return phrases + [alt for side in first_phrases() for alts in side for alt in alts]
+
+
 def read_tsv(path: Path) -> list[tuple[str, str]]:
     """Read tab-separated (English, Spanish) pairs."""
     return [tuple(line.split("\t")) for line in read_lines(path)]

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import sentencepiece as spm
 
-from training.common import EVERYDAY, EVERYDAY2, WORK, first_phrases, n_words, read_lines, read_tsv, write_lines
+from training.common import WORK, everyday_held_out, n_words, read_lines, write_lines
 
 SEED = 42
 VOCAB = 8000
@@ -43,8 +43,7 @@ def held_out_keys() -> set[str]:
     """Keys of both sides of the Handbook dev/test pairs, of both everyday phrase sets and of every alternative of the
     phrases people type first."""
     held = {key(line) for name in HELD_OUT for lang in ("en", "es") for line in read_lines(WORK / f"{name}.{lang}")}
-    held |= {key(side) for path in (EVERYDAY, EVERYDAY2) for pair in read_tsv(path) for side in pair}
-    return held | {key(alt) for side in first_phrases() for alts in side for alt in alts}
+    return held | {key(phrase) for phrase in everyday_held_out()}
 
 
 def _strip_end(text: str) -> str:

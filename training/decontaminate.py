@@ -10,21 +10,15 @@ from pathlib import Path
 
 import sacrebleu
 
-from training.common import EVERYDAY, EVERYDAY2, first_phrases, read_tsv, write_lines
+from training.common import everyday_held_out, read_tsv, write_lines
 from training.corpus import key
 
 NEAR = 75.0  # sentence chrF from which a pair reads as a copy of a held-out phrase
 
 
-def held_out() -> list[str]:
-    """Every held-out phrase, both languages."""
-    phrases = [alt for side in first_phrases() for alts in side for alt in alts]
-    return phrases + [side for path in (EVERYDAY, EVERYDAY2) for pair in read_tsv(path) for side in pair]
-
-
 def clean(pairs: list[tuple[str, ...]]) -> tuple[list[tuple[str, ...]], int, int]:
     """The pairs that match no held-out phrase, and how many matched one exactly and nearly."""
-    held = held_out()
+    held = everyday_held_out()
     keys, long = {key(h) for h in held}, [h for h in held if len(h.split()) >= 3]
     kept, exact, near = [], 0, 0
     for pair in pairs:

@@ -18,7 +18,8 @@ from model.network.transformer import Seq2SeqTransformer
 
 WORK = Path("training/work")
 # What the server gives the model in sentence case (app.casing), by measurement on the held-out phrases: English typed
-# in capitals or lower case ("hello world" read as typed: "mundo hola"), Spanish only in capitals (Spanish typed in
+# in capitals, Title Case or lower case ("hello world" read as typed: "mundo hola"), Spanish in capitals or Title Case
+# but not lower case (Spanish typed in
 # lower case usually lacks its accents too, as the corpus's casing variants do, and the model reads that form best
 # as typed: "Buenos dias" gave "Good Good Good", "buenos dias" "good morning").
 CASING = {"en": "sentence", "es": "capitals"}
