@@ -74,7 +74,7 @@ class Plan:
         spans = self.route.entry.checkpoint.tokenizer.source_spans(unit, chars, lead=1)
         spans = tuple(tuple(k + len(self.prefix) for k in span) for span in spans)
         params = self.params.constrained(constraints, most=self.glossary.max_constraints + 1, spans=spans)
-        return replace(params, agreement=self.glossary.agreement(unit))
+        return replace(params, agreement=self.glossary.agreement(unit), source_prefix=len(self.prefix))
 
     def keep(self, text: str) -> list[tuple[int, int]]:
         """Spans of a text kept as they are by the glossary (do-not-translate entries), if any."""

@@ -20,7 +20,8 @@ TOWN = Path(__file__).resolve().parent / "phrasebook_town.tsv"  # errands, time,
 SPANISH3 = Path(__file__).resolve().parent / "phrasebook_es3.tsv"  # thought in Spanish first, more verbs (2026-11-28)
 # Written 2026-11-28 from a conversation phrasebook's topics alone, then decontaminated (training.decontaminate)
 LATER = {name: Path(__file__).resolve().parent / f"phrasebook_{name}.tsv"
-         for name in ("social", "about", "questions", "short", "es4", "statements")}  # fmt: skip
+         for name in ("social", "about", "questions", "short", "es4", "statements",  # the second round
+                      "es_life", "es_services", "es_short", "en_stories")}  # the third  # fmt: skip
 SEED = 7
 M, F = "m", "f"
 

@@ -323,9 +323,8 @@ class EngineCore:
         term, span = params.constraints[k], params.constraint_spans[k]
         if span[1] < 0:
             return self.probes.get(("own", term), ())
-        return self._probed(
-            ("own", term), lambda: unfinished.own_word(self.loop.runner, unfinished.own_source(src, span), self.vocab)
-        )
+        own = unfinished.own_source(src, span, params.source_prefix)
+        return self._probed(("own", term), lambda: unfinished.own_word(self.loop.runner, own, self.vocab))
 
     def _forms(self, probe: Probe) -> list[float]:
         """A glossary term's form scores (`agreement.probe`), cached."""

@@ -84,6 +84,7 @@ class DecodeParams:
     # agree with a term, a term standing in for the model's word
     stand_in: tuple[int, ...] = ()  # a term that replaces the model's own word after the prefix (`unfinished`)
     stand_for: tuple[int, ...] = ()  # ... that word, where known (else the first of a few starting as the term does)
+    source_prefix: int = 0  # the source's tokens before its text (a language token): a term's own source keeps them
 
     def __post_init__(self) -> None:
         checks = [

@@ -20,7 +20,8 @@ import torch
 from torch import Tensor
 
 from model.runner import Runner
-from model.runner.agreement import MARGIN, preferred
+from model.runner.agreement import MARGIN, likelihoods, preferred
+from model.runner.align import alignments
 from model.runner.constraints import Words
 from model.runner.fallback import places
 from model.runner.loop import pad_batch
@@ -31,6 +32,7 @@ ONWARD = 0.25  # the model's probability of going on with the word after a term'
 ENDINGS = ("s", "es")  # pieces that end a word as its plural: not a longer word (Spanish, Portuguese, French, English)
 NEXT_WORDS = 3  # words after the prefix among which the model's own word for a term that stands in is looked for
 AFTER = 3  # words right after a term in which the model's own word for it means it translated its source again
+ECHO = 3.0  # nats by which the word after a term is likelier after it than after the model's own word: said twice
 
 
 @dataclass(frozen=True)
@@ -94,10 +96,11 @@ def own_word(runner: Runner, src: tuple[int, ...], vocab: Pieces) -> tuple[int, 
     return tuple(out)
 
 
-def own_source(src: list[int], span: tuple[int, int, int]) -> tuple[int, ...]:
-    """A term's own source words, as a source of their own (the source's last token, EOS, kept), from its `span`; the
-    whole source for a term placed by a prefix (no span)."""
-    return tuple(src) if span[1] < 0 else (*src[span[1] : span[2]], src[-1])
+def own_source(src: list[int], span: tuple[int, int, int], prefix: int = 0) -> tuple[int, ...]:
+    """A term's own source words, as a source of their own (the source's `prefix` tokens, a language token the model
+    reads the route by, and its last token, EOS, kept), from its `span`; the whole source for a term placed by a
+    prefix (no span)."""
+    return tuple(src) if span[1] < 0 else (*src[:prefix], *src[span[1] : span[2]], src[-1])
 
 
 def redo(
@@ -108,7 +111,8 @@ def redo(
     of a longer word of its own (it would go on with it: `ONWARD`; its own first piece there starts as the term does),
     its constraint parked (`PARKED`: met already) and the term to replace the model's word there (`stand_in`); None
     when every term reads whole. A term that stands in already is not looked at again; one that the model reads whole
-    alone (`alone` of its own source words and the term, cached by the caller) is not looked at in context."""
+    alone (`alone` of its own source words and the term, cached by the caller) is not looked at in context. Last, a
+    one-word term whose source the words right after it say again: those words cut (`said`)."""
     fixed = len(params.prefix)  # a retry's prefix ends with the last term it placed: nothing before it moves
     found = [(at, at + len(params.constraints[k]), k) for at, k in sorted(occurrences(params, tokens, vocab.joins))]
     found = [(at, end, k) for at, end, k in found if end >= fixed and at < params.max_new_tokens - 1]
@@ -121,7 +125,43 @@ def redo(
         article = params.agreement.before(tokens, at) if params.agreement is not None else None
         cut = at - len(article.ids) if article is not None and at - len(article.ids) >= fixed else at
         return parked(params, tokens[:cut], k, w)
-    found = [(at, end, k) for at, end, k in found if alone(own_source(src, spans[k]), terms[k]) >= ONWARD]
+    whole = lambda k: alone(own_source(src, spans[k], params.source_prefix), terms[k]) < ONWARD  # noqa: E731
+    unfinished = [(at, end, k) for at, end, k in found if not whole(k)]
+    mended = _unfinished(runner, src, params, tokens, vocab, unfinished)
+    return mended or said_again(runner, src, params, tokens, found, word, vocab)
+
+
+def said_again(
+    runner: Runner, src: list[int], params: DecodeParams, tokens: list[int], found: list[tuple[int, int, int]],
+    word: Callable[[int], tuple[int, ...]], vocab: Pieces, aligned: list[int] | None = None,
+) -> DecodeParams | None:  # fmt: skip
+    """The parameters that decode again with the output up to the first one-word term of `found` (start, end,
+    constraint) placed by alignment whose source the words right after it say again (`said`) forced, those words
+    cut and the rest kept ("Mi jefa quiere el informe", "El auto está"), else None. `aligned`: each output token's
+    source position, where known (else computed)."""
+    spans = params.constraint_spans
+    one_word = lambda at, end: len(word_spans(tokens[:end], at, vocab)) == 1  # noqa: E731
+    single = [(at, end, k) for at, end, k in found if spans[k][1] >= 0 and one_word(at, end)]
+    if not single:
+        return None
+    aligned = aligned if aligned is not None else alignments(runner, [(src, tokens)])[0]
+    starts = {at for at, *_ in found}
+    for at, end, k in single:
+        cut = said(runner, src, tokens, at, end, aligned, spans[k], starts, word(k), vocab)
+        if cut is not None and len(tokens) - (cut - end) < params.max_new_tokens:
+            kept = tuple(m for m in params.mended if m[1] <= at)
+            placed = tuple(ANYWHERE if i == k else s for i, s in enumerate(spans))
+            return dataclasses.replace(params, prefix=(*tokens[:end], *tokens[cut:]), constraint_spans=placed,
+                                       mended=kept)  # fmt: skip
+    return None
+
+
+def _unfinished(
+    runner: Runner, src: list[int], params: DecodeParams, tokens: list[int], vocab: Pieces,
+    found: list[tuple[int, int, int]],
+) -> DecodeParams | None:  # fmt: skip
+    """The parameters that decode again from the first of the terms `found` (start, end, constraint) that the model
+    reads, in context, as the start of a longer word of its own, else None."""
     if not found:
         return None
     for (at, _, k), (p, first) in zip(found, onward(runner, src, tokens, [f[:2] for f in found], vocab), strict=True):
@@ -175,6 +215,47 @@ def again(tokens: list[int], end: int, word: tuple[int, ...], term: tuple[int, .
         return ()
     after = word_spans(tokens, end, vocab)[:AFTER]
     return word if any(vocab.spelled(tokens[a:b]).startswith(lead) for a, b in after) else ()
+
+
+def said(
+    runner: Runner, src: list[int], tokens: list[int], at: int, end: int, aligned: list[int],
+    span: tuple[int, int, int], terms: set[int], own: tuple[int, ...], vocab: Pieces,
+) -> int | None:  # fmt: skip
+    """Where the words right after the term at [at, end) of `tokens` that say its source again end, or None: the
+    longest run of the AFTER words after it that align to the term's own source words (`aligned`: each token's source
+    position), one of them a word of its own (four letters: not "de" alone), "Mi jefa de jefe quiere" for "My boss
+    wants"; or the one word after it, aligned to the source's end (where attention rests), that the model finds ECHO
+    nats likelier after the term than after its own word `own` for it, "El auto carro está" for "The car is". A
+    term's own occurrence (starting at one of `terms`) ends the run."""
+    words, run = word_spans(tokens, end, vocab)[:AFTER], []
+    for a, b in words:
+        if a in terms or (run and a != run[-1][1]) or (not run and a != end):
+            break
+        if not all(span[1] <= p < span[2] for p in aligned[a:b]):
+            break
+        run.append((a, b))
+    if any(len(vocab.spelled(tokens[a:b])) >= 4 for a, b in run):
+        return run[-1][1]
+    if words and words[0][0] == end and all(p == len(src) - 1 for p in aligned[words[0][0] : words[0][1]]):
+        if echoes(runner, src, tokens, at, end, own, vocab):
+            return words[0][1]
+    return None
+
+
+def echoes(
+    runner: Runner, src: list[int], tokens: list[int], at: int, end: int, own: tuple[int, ...], vocab: Pieces
+) -> bool:  # fmt: skip
+    """Whether the word right after the term at [at, end) of `tokens` follows the term rather than the sentence: the
+    model finds it ECHO nats likelier after the term than after its own word `own` for it ("carro" after "El auto",
+    not after "El coche"); a word that starts as the term does, or no word of its own, says nothing."""
+    words = word_spans(tokens, end, vocab)
+    if len(vocab.spelled(own)) < 4 or vocab.lead(own) == vocab.lead(tokens[at:end]) or not words or words[0][0] != end:
+        return False
+    before, after = tuple(tokens[:at]), tuple(tokens[end : words[0][1]])
+    term = tuple(tokens[at:end])
+    outs = [(*before, *term), (*before, *term, *after), (*before, *own), (*before, *own, *after)]
+    with_term, term_next, with_own, own_next = likelihoods(runner, [(tuple(src), o) for o in outs])
+    return (term_next - with_term) - (own_next - with_own) >= ECHO
 
 
 def variant(own: str, term: str) -> bool:

@@ -294,10 +294,13 @@ def test_a_term_read_as_the_start_of_a_longer_word_stands_in_for_its_own(monkeyp
     plain_ids = generate(ck.model, [Request(0, served(ck, en), DecodeParams())])[0][0].tokens
     assert ck.tokenizer.decode(plain_ids) == plain
     onward = unfinished.ONWARD
+    said_again = unfinished.said_again
     monkeypatch.setattr(unfinished, "ONWARD", 2.0)
+    monkeypatch.setattr(unfinished, "said_again", lambda *args: None)  # which cuts "profesor" after "profe" too
     without, _ = translate()
     assert without != expected  # the model's word left beside the term, or what is left of it
     monkeypatch.setattr(unfinished, "ONWARD", onward)
+    monkeypatch.setattr(unfinished, "said_again", said_again)
     text, core = translate()
     assert text == expected
     assert core.metrics.glossary_retries.labels("en-es", "unfinished")._value.get() == en.count(next(iter(terms)))
@@ -314,6 +317,22 @@ def test_a_term_that_is_the_models_word_in_another_gender_stands_in_for_it():
     for en, term, target, wanted in cases:
         _, translate = through_core(en, ((term, target),))
         assert translate()[0] == wanted
+
+
+def test_words_right_after_a_term_that_say_its_source_again_are_cut(monkeypatch):
+    # catches: the model's own word for the term kept after it ("Mi jefa de jefe quiere", where "de jefe" aligns to
+    # "boss"; "El auto carro está", "carro" likelier after "auto" than after the model's "coche"), or the words after
+    # them lost
+    from model.runner import unfinished
+
+    cases = [("My boss wants the report on Friday.", "boss", "jefa", "Mi jefa quiere el informe en Friday."),
+             ("The car is parked outside.", "car", "auto", "El auto está parecida fuera.")]  # fmt: skip
+    for en, term, target, wanted in cases:
+        _, translate = through_core(en, ((term, target),))
+        assert translate()[0] == wanted
+        with monkeypatch.context() as m:
+            m.setattr(unfinished, "said_again", lambda *args: None)
+            assert translate()[0] != wanted
 
 
 def through_core(en: str, entries: tuple[tuple[str, str], ...]):
@@ -335,7 +354,7 @@ def through_core(en: str, entries: tuple[tuple[str, str], ...]):
     cons, chars = use.constraints(en)
     spans = shifted(tok.source_spans(en, chars, lead=1), ck.languages.prefix("en", "es"))
     params = DecodeParams(max_new_tokens=64).constrained(cons, spans=spans)
-    params = dataclasses.replace(params, agreement=use.agreement(en))
+    params = dataclasses.replace(params, agreement=use.agreement(en), source_prefix=1)  # the route's language token
 
     def translate():
         core = engine_core("en-es", ck.model, Settings(), words=words)

@@ -70,3 +70,29 @@ def test_a_term_whose_model_word_is_not_written_replaces_the_first_word_not_of_t
     hyp = Hypothesis([EL, MEDICO, EN, MEDIODIA, DOT], -1.0, "eos", logprobs=[-0.5] * 6)
     out, at, own = unfinished.replaced(hyp, params((), (PLATFORMA,)), VOCAB)
     assert (at, own) == (1, (MEDICO,)) and out.tokens == [EL, *ANDEN, EN, MEDIODIA, DOT]
+
+
+def test_words_after_a_term_that_align_to_its_source_are_its_source_said_again():
+    # catches: a run cut that does not align whole to the term's source, a lone "de" cut, a run that goes on over
+    # another occurrence of a term, or words after a term cut when they translate other source words
+    src = [20, 21, 22, 23, 24, 25, 1]  # the term's source is position 2 (its span (1, 2, 3)); 6 is EOS
+    span = (1, 2, 3)
+    tokens = [EL, *ANDEN, DE, PLATAFORMA, EN, MEDIODIA, DOT]  # "el andén de plataforma en mediodía."
+    said = lambda aligned, terms=frozenset({1}): unfinished.said(  # noqa: E731 (no runner: no word aligns to EOS)
+        None, src, tokens, 1, 3, aligned, span, set(terms), (PLATFORMA,), VOCAB
+    )
+    assert said([1, 2, 2, 2, 2, 3, 4, 5]) == 5  # "de plataforma" cut: "el andén en mediodía."
+    assert said([1, 2, 2, 2, 3, 3, 4, 5]) is None  # "plataforma" translates another word
+    assert said([1, 2, 2, 2, 4, 4, 4, 5]) is None  # only "de": no word of its own
+    assert said([1, 2, 2, 2, 2, 3, 4, 5], {1, 4}) is None  # "plataforma" is another term's occurrence
+    assert said([1, 2, 2, 3, 2, 3, 4, 5]) is None  # the word right after it translates something else
+
+
+def test_a_term_said_again_is_decoded_again_with_those_words_cut():
+    # catches: the words cut kept, the rest lost, or the term left to be placed again by its span
+    tokens = [EL, *ANDEN, DE, PLATAFORMA, EN, MEDIODIA, DOT]
+    p = DecodeParams(beam_size=4, max_new_tokens=32, constraints=(ANDEN,), constraint_spans=((1, 2, 3),))
+    aligned = [1, 2, 2, 2, 2, 3, 4, 5]
+    again = unfinished.said_again(None, [20, 21, 22, 23, 24, 25, 1], p, tokens, [(1, 3, 0)], lambda k: (), VOCAB,
+                                   aligned=aligned)  # fmt: skip
+    assert again.prefix == (EL, *ANDEN, EN, MEDIODIA, DOT) and again.constraint_spans == ((-1, -1, -1),)
