@@ -3,8 +3,8 @@ asked to learn which form a term takes: the data behind `model.runner.agreement`
 
 A table row is one word in each of the language's forms (Spanish: masculine, feminine, then their plurals; `GENDERS`
 gives each column's gender); the first row holds the articles the model scores the term after; the adjectives that come
-before a noun follow, after each determiner ("Mi nuevo jefa" -> "Mi nueva jefa", "una nueva aviso" -> "un
-nuevo aviso"). A word's form is found in the longest row ending before the term ("de la" -> "del", "todo el" -> "toda
+before a noun follow, after each determiner and alone ("Mi nuevo jefa" -> "Mi nueva jefa", "una nueva aviso" -> "un
+nuevo aviso", "nuevo gafas" -> "nuevas gafas"). A word's form is found in the longest row ending before the term ("de la" -> "del", "todo el" -> "toda
 la"). The model's scores get a prior for the gender of the term's first word: where the machine has a morphological
 analyser for the language (`lexicon`), the gender it gives decides, and for a word it does not know (a rare one, which
 the model knows even less) the word's ending decides (Spanish: -a feminine, -o masculine, with the known exceptions);
@@ -123,13 +123,14 @@ class Agreeing:
 
 
 def rows(language: str) -> tuple[tuple[str, ...], ...]:
-    """The language's table: its determiners (the articles first), and each followed by each adjective that comes
-    before a noun ("una nueva" -> "un nuevo": the longest row before the term is mended whole; an adjective alone may
-    belong to the noun before it: "las particiones pequeñas")."""
+    """The language's table: its determiners (the articles first), each followed by each adjective that comes before
+    a noun ("una nueva" -> "un nuevo": the longest row before the term is mended whole), and those adjectives alone
+    ("Necesito nuevo gafas" -> "Necesito nuevas gafas"; measured on the glossary sets: no adjective right before a
+    term belonged to a noun before it)."""
     dets, adjs = TABLES[language], ADJECTIVES.get(language, ())
     pair = lambda det, adj: tuple(f"{d} {a}" if d and a else "" for d, a in zip(det, adj, strict=True))  # noqa: E731
     both = tuple(pair(det, adj) for det in dets for adj in adjs)
-    return (*dets, *both)
+    return (*dets, *both, *adjs)
 
 
 def features(language: str, word: str, lexicon: Lexicon | None) -> tuple[str, str]:

@@ -285,6 +285,7 @@ AGREEMENT_CASES = [  # (English, term, target, wanted): the word before the term
     ("He bought a yellow umbrella.", "umbrella", "sombrilla", "una sombrilla amarilla"),  # was "un sombrilla amarillo"
     ("Take the umbrellas to the beach.", "umbrellas", "sombrillas", "las sombrillas"),  # was "los sombrillas"
     ("My new boss is very young.", "boss", "jefa", "Mi nueva jefa"),  # was "Mi nuevo jefa": an adjective before it
+    ("I need new glasses.", "glasses", "anteojos", "Necesito nuevos anteojos"),  # was "nuevo": an adjective alone
 ]
 
 
