@@ -4,13 +4,13 @@ asked to learn which form a term takes: the data behind `model.runner.agreement`
 A table row is one word in each of the language's forms (Spanish: masculine, feminine, then their plurals; `GENDERS`
 gives each column's gender); the first row holds the articles the model scores the term after; the adjectives that come
 before a noun follow, after each determiner and alone ("Mi nuevo jefa" -> "Mi nueva jefa", "una nueva aviso" -> "un
-nuevo aviso", "nuevo gafas" -> "nuevas gafas"). A word's form is found in the longest row ending before the term ("de la" -> "del", "todo el" -> "toda
-la"). The model's scores get a prior for the gender of the term's first word: where the machine has a morphological
-analyser for the language (`lexicon`), the gender it gives decides, and for a word it does not know (a rare one, which
-the model knows even less) the word's ending decides (Spanish: -a feminine, -o masculine, with the known exceptions);
-without an analyser the ending weighs 2 nats. The number likewise: the analyser's, where it knows the word as a noun
-("las imágenes", a plural entry's target: `plurals`), else the ending's ("los ajustes"). Languages without a table get
-no agreement."""
+nuevo aviso", "nuevo gafas" -> "nuevas gafas"). A word's form is found in the longest row ending before the term ("de
+la" -> "del", "todo el" -> "toda la"). The model's scores get a prior for the gender of the term's first word: where the
+machine has a morphological analyser for the language (`lexicon`), the gender it gives decides, and for a word it does
+not know (a rare one, which the model knows even less) the word's ending decides (Spanish: -a feminine, -o masculine,
+with the known exceptions); without an analyser the ending weighs 2 nats. The number likewise: the analyser's, where it
+knows the word as a noun ("las imágenes", a plural entry's target: `plurals`), else the ending's ("los ajustes").
+Languages without a table get no agreement."""
 
 from __future__ import annotations
 

@@ -32,6 +32,7 @@ ONWARD = 0.25  # the model's probability of going on with the word after a term'
 ENDINGS = ("s", "es")  # pieces that end a word as its plural: not a longer word (Spanish, Portuguese, French, English)
 NEXT_WORDS = 3  # words after the prefix among which the model's own word for a term that stands in is looked for
 AFTER = 3  # words right after a term in which the model's own word for it means it translated its source again
+STANDS = -3.0  # the least log-probability of a word in a term's place that makes it the model's own word for the term
 ECHO = 3.0  # nats by which the word after a term is likelier after it than after the model's own word: said twice
 
 
@@ -221,12 +222,12 @@ def said(
     runner: Runner, src: list[int], tokens: list[int], at: int, end: int, aligned: list[int],
     span: tuple[int, int, int], terms: set[int], own: tuple[int, ...], vocab: Pieces,
 ) -> int | None:  # fmt: skip
-    """Where the words right after the term at [at, end) of `tokens` that say its source again end, or None: the
-    longest run of the AFTER words after it that align to the term's own source words (`aligned`: each token's source
-    position), one of them a word of its own (four letters: not "de" alone), "Mi jefa de jefe quiere" for "My boss
-    wants"; or the one word after it, aligned to the source's end (where attention rests), that the model finds ECHO
-    nats likelier after the term than after its own word `own` for it, "El auto carro está" for "The car is". A
-    term's own occurrence (starting at one of `terms`) ends the run."""
+    """Where the words right after the term at [at, end) of `tokens` that say its source again end, or None: the longest
+    run of the AFTER words after it that align to the term's own source words (`aligned`: each token's source position),
+    one of them a word of its own (four letters: not "de" alone) that the model would write in the term's place
+    (`stands`), "Mi jefa de jefe quiere" for "My boss wants"; or the one word after it, aligned to the source's end
+    (where attention rests), that the model finds ECHO nats likelier after the term than after its own word `own` for
+    it, "El auto carro está" for "The car is". A term's own occurrence (starting at one of `terms`) ends the run."""
     words, run = word_spans(tokens, end, vocab)[:AFTER], []
     for a, b in words:
         if a in terms or (run and a != run[-1][1]) or (not run and a != end):
@@ -234,12 +235,21 @@ def said(
         if not all(span[1] <= p < span[2] for p in aligned[a:b]):
             break
         run.append((a, b))
-    if any(len(vocab.spelled(tokens[a:b])) >= 4 for a, b in run):
+    own_words = [tuple(tokens[a:b]) for a, b in run if len(vocab.spelled(tokens[a:b])) >= 4]
+    if own_words and stands(runner, src, tokens[:at], max(own_words, key=len)):
         return run[-1][1]
     if words and words[0][0] == end and all(p == len(src) - 1 for p in aligned[words[0][0] : words[0][1]]):
         if echoes(runner, src, tokens, at, end, own, vocab):
             return words[0][1]
     return None
+
+
+def stands(runner: Runner, src: list[int], before: list[int], word: tuple[int, ...]) -> bool:
+    """Whether the model would write `word` right after `before`, in the place of the term there: its own word for the
+    term's source ("jefe" after "Mi" for "My boss"; not "detrás" after "en el", which only glanced at "parking lot"),
+    at a log-probability of STANDS or more."""
+    with_word, without = likelihoods(runner, [(tuple(src), (*before, *word)), (tuple(src), tuple(before))])
+    return with_word - without >= STANDS
 
 
 def echoes(

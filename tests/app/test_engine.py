@@ -272,7 +272,8 @@ def test_a_forced_term_takes_the_place_the_model_likes_best_among_the_words_of_i
     ck, core, params = one_term(en, "font", "fuente")
     core.submit(FRONT, Submit(1, params, [WireUnit(7, served(ck, en))], False, time.monotonic()))
     (result,) = [r for u in rounds(core) for r in u.results]
-    assert ck.tokenizer.decode(result.hypotheses[0].tokens) == "Cambiar el tamaño de fuente."
+    out = ck.tokenizer.decode(result.hypotheses[0].tokens)
+    assert out == "Cambiar el tamaño del tipo de fuente."  # the mutant: "Cambiar el tamaño fuente."
 
 
 @pytest.mark.parametrize(("en", "terms", "plain", "expected"), [
@@ -280,7 +281,7 @@ def test_a_forced_term_takes_the_place_the_model_likes_best_among_the_words_of_i
     ("My university is far from here.", {"university": "uni"}, "Mi universidad está lejos de aquí.",
      "Mi uni está lejos de aquí."),  # the model's own word a new word after the term ("Mi uni universidad")
     ("The old bicycle is heavier than the new bicycle.", {"bicycle": "bici"},
-     "La bicicleta vieja es más sana que la bicicleta nueva.", "La bici vieja es más que la bici nueva."),
+     "La bicicleta vieja es más sana que la bicicleta nueva.", "La bici vieja es más sana que la bici nueva."),
 ])  # fmt: skip
 def test_a_term_read_as_the_start_of_a_longer_word_stands_in_for_its_own(monkeypatch, en, terms, plain, expected):
     """After "profe" (pieces "▁prof", "e") the model goes on with its "profesor", and what it writes instead is left of
@@ -320,19 +321,15 @@ def test_a_term_that_is_the_models_word_in_another_gender_stands_in_for_it():
 
 
 def test_words_right_after_a_term_that_say_its_source_again_are_cut(monkeypatch):
-    # catches: the model's own word for the term kept after it ("Mi jefa de jefe quiere", where "de jefe" aligns to
-    # "boss"; "El auto carro está", "carro" likelier after "auto" than after the model's "coche"), or the words after
-    # them lost
+    # catches: the model's own word for the term kept after it ("Turno derecho en el semáforo ligero.", "ligero" the
+    # model's "light", aligned to "traffic light"), or the words after it lost
     from model.runner import unfinished
 
-    cases = [("My boss wants the report on Friday.", "boss", "jefa", "Mi jefa quiere el informe en Friday."),
-             ("The car is parked outside.", "car", "auto", "El auto está parecida fuera.")]  # fmt: skip
-    for en, term, target, wanted in cases:
-        _, translate = through_core(en, ((term, target),))
-        assert translate()[0] == wanted
-        with monkeypatch.context() as m:
-            m.setattr(unfinished, "said_again", lambda *args: None)
-            assert translate()[0] != wanted
+    en, wanted = "Turn right at the traffic light.", "Turno derecho en el semáforo."
+    _, translate = through_core(en, (("traffic light", "semáforo"),))
+    assert translate()[0] == wanted
+    monkeypatch.setattr(unfinished, "said_again", lambda *args: None)
+    assert translate()[0] == "Turno derecho en el semáforo ligero."
 
 
 def through_core(en: str, entries: tuple[tuple[str, str], ...]):

@@ -31,8 +31,8 @@ from training.vocab import ALWAYS
 
 # The shipped model scores chrF 77.7 en->es and 71.2 es->en (greedy) on EVERYDAY; the floors sit 5 points below.
 # Copying the English scores 12.6, and a broken export (wrong vocabulary, wrong weights, fp16 overflow) 0-20.
-CHRF_FLOOR = 72.7
-CHRF_FLOOR_ES = 66.2
+CHRF_FLOOR = 73.9
+CHRF_FLOOR_ES = 69.8
 README_EXAMPLES = {  # what README.md shows them translating to (held out of training: they are everyday phrases)
     "Hello.": "Hola.",
     "Good morning.": "Buenos días.",
@@ -232,7 +232,7 @@ def test_a_plural_that_opens_a_sentence_gets_its_article(checkpoint, en, term, t
 @pytest.mark.parametrize(
     "en, term, target, wanted",
     [
-        ("Change the font size.", "font", "fuente", r"el tamaño de (la )?fuente\.$"),  # was "el tamaño fuente"
+        ("Change the font size.", "font", "fuente", r"el tamaño (del tipo )?de (la )?fuente\.$"),  # not "tamaño fuente"
         ("Open the file menu.", "file", "fichero", r"el menú de(l)? fichero\.$"),  # was "el menú fichero"
     ],
 )
@@ -322,11 +322,7 @@ def test_the_word_before_a_term_is_made_to_agree_with_it():
 
 
 LEXICON_CASES = [  # (English, term, target, without the analyser, with it): genders this model does not know
-    pytest.param(  # the analyser's "filme"
-        "We saw a good movie.", "movie", "filme", "una filme buena", "un filme bueno",
-        marks=pytest.mark.xfail(strict=True, reason="issue 42: the two-way model retries without the analyser too, "
-                                "and the retry drops the adjective: 'Vimos un filme.'"),
-    ),
+    ("We saw a good movie.", "movie", "filme", "una filme buena", "un filme bueno"),  # the analyser's "filme"
     ("We walked to the lake.", "lake", "laguna", "al laguna", "a la laguna"),  # beats the model's "el lago"
     pytest.param(  # unknown to it: -al
         "The room has a big window.", "window", "ventanal", "una ventanal", "un ventanal",
@@ -346,3 +342,25 @@ def test_the_analyser_or_the_ending_of_a_word_it_does_not_know_decides_a_terms_g
     assert len(plain) == 1 and alone in plain[0], plain  # without the analyser the model's gender stays
     outs = agreed(ck, en, term, target, lexicon("es"))
     assert len(outs) == 2 and wanted in outs[-1], outs
+
+
+def test_a_word_after_a_term_that_only_follows_the_term_says_its_source_again(checkpoint):
+    # catches: the echo's sign or its baseline wrong ("carro" after "El auto", which the model finds far likelier
+    # than after its own "coche", not read as "car" said twice; a word the sentence needs, "está", read so), or a
+    # word that would not stand in the term's place taken for the model's own ("quiere" after "Mi" for "My boss")
+    from model.runner import unfinished
+
+    ck = checkpoint
+    tok, runner = ck.tokenizer, Eager(ck.model)
+    vocab = unfinished.Pieces.of(Words.of(tok.target_pieces(ck.config.tgt_vocab_size), torch.device("cpu")))
+    prefix = ck.languages.prefix("en", "es")
+    src = [*prefix, *tok.encode("The car is parked outside.")]
+    own = unfinished.own_word(runner, unfinished.own_source(src, (2, 2, 3), len(prefix)), vocab)
+    assert tok.decode(list(own)) == "coche"  # "car" read alone, after the route's language token
+    echo = lambda out: unfinished.echoes(runner, src, tok.encode_target(out), 1, 2, own, vocab)  # noqa: E731
+    assert echo("El auto carro está aparcado fuera.")
+    assert not echo("El auto está aparcado fuera.") and not echo("El auto rojo está aparcado fuera.")
+    src = [*prefix, *tok.encode("My boss wants the report on Friday.")]
+    mi = tok.encode_target("Mi")
+    assert unfinished.stands(runner, src, mi, tuple(tok.encode_target("jefe")))
+    assert not unfinished.stands(runner, src, mi, tuple(tok.encode_target("quiere")))

@@ -72,9 +72,12 @@ def test_a_term_whose_model_word_is_not_written_replaces_the_first_word_not_of_t
     assert (at, own) == (1, (MEDICO,)) and out.tokens == [EL, *ANDEN, EN, MEDIODIA, DOT]
 
 
-def test_words_after_a_term_that_align_to_its_source_are_its_source_said_again():
+def test_words_after_a_term_that_align_to_its_source_are_its_source_said_again(monkeypatch):
     # catches: a run cut that does not align whole to the term's source, a lone "de" cut, a run that goes on over
-    # another occurrence of a term, or words after a term cut when they translate other source words
+    # another occurrence of a term, words after a term cut when they translate other source words, or a run cut whose
+    # word the model would not write in the term's place (`stands`, the model's part)
+    stands = []
+    monkeypatch.setattr(unfinished, "stands", lambda runner, src, before, word: stands.append(word) or True)
     src = [20, 21, 22, 23, 24, 25, 1]  # the term's source is position 2 (its span (1, 2, 3)); 6 is EOS
     span = (1, 2, 3)
     tokens = [EL, *ANDEN, DE, PLATAFORMA, EN, MEDIODIA, DOT]  # "el andén de plataforma en mediodía."
@@ -86,10 +89,14 @@ def test_words_after_a_term_that_align_to_its_source_are_its_source_said_again()
     assert said([1, 2, 2, 2, 4, 4, 4, 5]) is None  # only "de": no word of its own
     assert said([1, 2, 2, 2, 2, 3, 4, 5], {1, 4}) is None  # "plataforma" is another term's occurrence
     assert said([1, 2, 2, 3, 2, 3, 4, 5]) is None  # the word right after it translates something else
+    assert stands[0] == (PLATAFORMA,)  # the run's word of its own asked
+    monkeypatch.setattr(unfinished, "stands", lambda *args: False)
+    assert said([1, 2, 2, 2, 2, 3, 4, 5]) is None  # the model would not write it in the term's place
 
 
-def test_a_term_said_again_is_decoded_again_with_those_words_cut():
+def test_a_term_said_again_is_decoded_again_with_those_words_cut(monkeypatch):
     # catches: the words cut kept, the rest lost, or the term left to be placed again by its span
+    monkeypatch.setattr(unfinished, "stands", lambda *args: True)
     tokens = [EL, *ANDEN, DE, PLATAFORMA, EN, MEDIODIA, DOT]
     p = DecodeParams(beam_size=4, max_new_tokens=32, constraints=(ANDEN,), constraint_spans=((1, 2, 3),))
     aligned = [1, 2, 2, 2, 2, 3, 4, 5]
