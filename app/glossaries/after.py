@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from app.glossaries.agreement import features
+from app.glossaries.agreement import ADJECTIVES, features
 from app.glossaries.lexicon import Lexicon
 
 COPULAS: dict[str, frozenset[str]] = {
@@ -70,13 +70,15 @@ def mend(text: str, terms: list[str], language: str, lexicon: Lexicon | None) ->
 
 
 def _word_before(text: str, start: int, language: str) -> str | None:
-    """The word before a term starting at `start`, its determiners passed over (lowered; "." for punctuation; None at
-    the text's start)."""
+    """The word before a term starting at `start`, its determiners and the adjectives that come before a noun passed
+    over ("Nuestra nueva jefa es": the term opens its clause; lowered; "." for punctuation; None at the text's
+    start)."""
+    before_noun = {w for row in ADJECTIVES.get(language, ()) for w in row}
     for token in reversed(TOKEN.findall(text[:start])):
         word = token.lower()
         if not word.isalpha():
             return "."
-        if word not in DETERMINERS[language]:
+        if word not in DETERMINERS[language] and word not in before_noun:
             return word
     return None
 

@@ -45,7 +45,8 @@ ALIGN_MASS = 0.3  # the alignment's mass on a term's source span that opens its 
 @dataclass
 class Words:
     """Per target token (V,): whether it starts a word (SentencePiece's word-initial piece) and whether it continues
-    the word before it (no word start, a letter or digit: not punctuation, not a special token)."""
+    the word before it (no word start, a letter or digit, or a hyphen that makes a compound of it, "auto-": not other
+    punctuation, not a special token)."""
 
     starts: Tensor  # (V,) bool
     joins: Tensor  # (V,) bool
@@ -55,7 +56,8 @@ class Words:
     def of(cls, pieces: list[str], device: torch.device) -> Words:
         """From every target id's piece ("" for special tokens), on `device`."""
         starts = [p.startswith("\u2581") for p in pieces]
-        joins = [not s and any(c.isalnum() for c in p) for s, p in zip(starts, pieces, strict=True)]
+        goes_on = [any(c.isalnum() for c in p) or p.startswith("-") for p in pieces]
+        joins = [not s and g for s, g in zip(starts, goes_on, strict=True)]
         return cls(upload(starts, torch.bool, device), upload(joins, torch.bool, device), tuple(pieces))
 
 

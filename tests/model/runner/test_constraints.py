@@ -337,3 +337,12 @@ def test_a_forced_prefix_is_decoded_in_one_pass(model, monkeypatch, device):
         assert scores(got) == pytest.approx(scores(want), abs=1e-4)
         for a, b in zip(got, want, strict=True):
             assert a.logprobs == pytest.approx(b.logprobs, abs=1e-4, nan_ok=True)
+
+
+def test_a_hyphen_stuck_to_a_word_goes_on_with_it():
+    # catches: a term followed by "-" counted as a whole word ("El auto-prenado está", the model's "auto-" compound),
+    # or a hyphen that opens a word, other punctuation and special tokens taken as going on with one
+    pieces = ["", "\u2581auto", "-", "pren", ".", "\u2581-", "-1", ","]
+    words = Words.of(pieces, torch.device("cpu"))
+    assert words.joins.tolist() == [False, False, True, True, False, False, True, False]
+    assert words.starts.tolist() == [False, True, False, False, False, True, False, False]
