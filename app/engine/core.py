@@ -301,7 +301,7 @@ class EngineCore:
         mends = [
             ("agreement", agreement.redo(params, tokens, self._forms, likely)),
             ("unfinished", unfinished.redo(runner, src, params, tokens, self.vocab, alone, word)),
-            ("placed", redo(runner, self.starts, src, params, tokens, self.joins, likely)),
+            ("placed", redo(runner, self.starts, src, params, tokens, self.joins, likely, self.vocab.spelled)),
         ]
         mends = [(reason, p) for reason, p in mends if p is not None]
         if not mends:

@@ -55,6 +55,7 @@ def placed(params: DecodeParams, prefix: tuple[int, ...], j: int) -> DecodeParam
 def redo(
     runner: Runner, starts: list[bool], src: list[int], params: DecodeParams, tokens: list[int],
     joins: list[bool] | None = None, likely: Callable[[list[tuple[int, ...]]], list[float]] | None = None,
+    spell: Callable[[list[int]], str] | None = None,
 ) -> DecodeParams | None:  # fmt: skip
     """The parameters that decode `src` again with its first missing placed term forced where its source aligns in
     the output `tokens` (at the start of the word there; `starts`: each target token starts a word; `joins`: it goes
@@ -62,8 +63,9 @@ def redo(
     missing, the missing term was forced already, or nothing of the output after the prefix aligns to the term's
     source. Where several words there align to the term's source ("de letra" for "font"), the term takes the place of
     those after the word the model likes best (`likely`: outputs' log-probabilities): "el tamaño de fuente", not "el
-    tamaño fuente"; the word it replaces may not follow it ("un auto coche nuevo"). Each retry forces one more term:
-    there are at most as many."""
+    tamaño fuente"; the word it replaces may not follow it ("un auto coche nuevo"); the model's own word in the term's
+    other gender (`spell`: tokens' letters) is where the term goes, wherever the alignment falls ("Ella es una abogada
+    muy buena", not "un abogado muy abogada"). Each retry forces one more term: there are at most as many."""
     j = missing(params, tokens, joins) if params.constraint_spans else None
     if j is None:
         return None
@@ -84,11 +86,29 @@ def redo(
         joined = joins or [not s for s in starts]
         at = _likeliest(tokens, aligned, starts, joined, at, (start, end), params.constraints[j], likely)
     term = params.constraints[j]
+    if spell is not None:  # the model's own word in the term's other gender, wherever the alignment put it
+        at = next(iter(_variants(tokens, starts, joins, len(params.prefix), term, spell)), at)
     prefix = (*tokens[:at], *term)
     if len(prefix) >= params.max_new_tokens:
         return None
     replaced = ((*term, tokens[at]),) if at < len(tokens) and tokens[at] != term[0] else ()
     return placed(dataclasses.replace(params, bad_words_ids=(*params.bad_words_ids, *replaced)), prefix, j)
+
+
+def _variants(
+    tokens: list[int], starts: list[bool], joins: list[bool] | None, begin: int, term: tuple[int, ...],
+    spell: Callable[[list[int]], str],
+) -> list[int]:  # fmt: skip
+    """Where the words from `begin` on that are `term` in another gender start ("un abogado muy bueno" for "abogada",
+    where the alignment put "lawyer" on "bueno"; `spell`: tokens' letters)."""
+    joined = joins or [not s for s in starts]
+    found = []
+    for a in range(begin, len(tokens)):
+        if starts[tokens[a]]:
+            b = next((t for t in range(a + 1, len(tokens)) if not joined[tokens[t]]), len(tokens))
+            if variant(spell(tokens[a:b]), spell(list(term))):
+                found.append(a)
+    return found
 
 
 def _likeliest(
@@ -111,3 +131,13 @@ def _likeliest(
     end = run[-1][1]
     scores = likely([(*tokens[:a], *term, *tokens[end:]) for a, _ in run])
     return run[max(range(len(run)), key=scores.__getitem__)][0]
+
+
+def variant(own: str, term: str) -> bool:
+    """Whether a term is the model's own word in another gender ("jefa" for its "jefe", "profesora" for "profesor"),
+    spelled as `letters` gives them: the words after it then follow the model's word, whose own context it is ("Mi
+    jefe está de vacaciones": "Mi jefa es en lunes" was the term's)."""
+    if own.endswith("s") and term.endswith("s"):  # plurals: "jefes", "jefas"
+        own, term = own[:-1], term[:-1]
+    vowels = len(own) == len(term) and own[:-1] == term[:-1] and own[-1:] in ("e", "o") and term[-1:] == "a"
+    return len(own) >= 3 and own != term and (vowels or term == own + "a")

@@ -23,7 +23,7 @@ from model.runner import Runner
 from model.runner.agreement import MARGIN, likelihoods, preferred
 from model.runner.align import alignments
 from model.runner.constraints import Words
-from model.runner.fallback import places
+from model.runner.fallback import places, variant
 from model.runner.loop import pad_batch
 from model.runner.params import ANYWHERE, PARKED, DecodeParams, Probe
 from model.runner.search import Hypothesis
@@ -266,16 +266,6 @@ def echoes(
     outs = [(*before, *term), (*before, *term, *after), (*before, *own), (*before, *own, *after)]
     with_term, term_next, with_own, own_next = likelihoods(runner, [(tuple(src), o) for o in outs])
     return (term_next - with_term) - (own_next - with_own) >= ECHO
-
-
-def variant(own: str, term: str) -> bool:
-    """Whether a term is the model's own word in another gender ("jefa" for its "jefe", "profesora" for "profesor"),
-    spelled as `letters` gives them: the words after it then follow the model's word, whose own context it is ("Mi
-    jefe está de vacaciones": "Mi jefa es en lunes" was the term's)."""
-    if own.endswith("s") and term.endswith("s"):  # plurals: "jefes", "jefas"
-        own, term = own[:-1], term[:-1]
-    vowels = len(own) == len(term) and own[:-1] == term[:-1] and own[-1:] in ("e", "o") and term[-1:] == "a"
-    return len(own) >= 3 and own != term and (vowels or term == own + "a")
 
 
 def parked(params: DecodeParams, prefix: list[int], k: int, word: tuple[int, ...] = ()) -> DecodeParams:

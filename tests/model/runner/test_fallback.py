@@ -28,3 +28,17 @@ def test_the_retry_forces_the_term_in_place_of_the_word_and_bans_that_word_after
     again = redo(None, [True] * 10, [1, 2, 3, 4], params, tokens)
     assert again.prefix == (9, *TERM) and again.constraint_spans == (ANYWHERE,)
     assert again.bad_words_ids == ((*TERM, 8),)
+
+
+def test_the_retry_puts_the_term_in_place_of_its_word_in_the_other_gender(monkeypatch):
+    # catches: "Ella es un abogado muy abogada.": the term forced where the alignment fell ("lawyer" on "bueno") while
+    # the model had written its own word for it in the other gender ("abogado" for "abogada")
+    spelled = {9: "ella", 8: "un", 7: "abogado", 4: "muy", 3: "bueno", 5: "aboga", 6: "da"}
+    spell = lambda tokens: "".join(spelled[t] for t in tokens)  # noqa: E731
+    params = DecodeParams(beam_size=4).constrained((TERM,), spans=((1, 2, 3),))
+    tokens = [9, 8, 7, 4, 3]  # "ella un abogado muy bueno": "bueno" aligns to the term's source (position 2)
+    monkeypatch.setattr(fallback, "alignments", lambda runner, pairs: [[0, 1, 1, 3, 2]])
+    starts = [True] * 10
+    assert redo(None, starts, [1, 2, 3, 4], params, tokens).prefix == (9, 8, 7, 4, *TERM)  # without its letters
+    again = redo(None, starts, [1, 2, 3, 4], params, tokens, spell=spell)
+    assert again.prefix == (9, 8, *TERM) and again.bad_words_ids == ((*TERM, 7),)
