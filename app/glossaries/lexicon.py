@@ -71,12 +71,13 @@ class Lexicon:
     def agreeing(self, word: str, only: bool = True) -> tuple[str, str] | None:
         """The gender and number ("m"/"f", "sg"/"pl") of a word read as an adjective or a participle of one gender
         and number ("aparcada": f, sg); None for any other ("verde" is both genders), for one that can be another
-        word too ("solo" an adverb, "bajo" a preposition) and, `only`, for one that can be a verb too ("llena": after
-        "es" it is not)."""
+        word too ("solo" an adverb, "bajo" a preposition) and, `only`, for one that can be a verb or an interjection
+        too ("llena": after "es" it is not; "bueno": after "es muy" it is no interjection)."""
         readings = self._analyses(word).rstrip("$\0").split("/")[1:]
         found = [AGREEING.search(r) for r in readings]
         forms = {m.groups() for m in found if m}
-        others = [r for r, m in zip(readings, found, strict=True) if not m and (only or "<vblex>" not in r)]
+        others = [r for r, m in zip(readings, found, strict=True)
+                  if not m and (only or ("<vblex>" not in r and "<ij>" not in r))]  # fmt: skip
         if len(forms) != 1 or others:
             return None
         return forms.pop()

@@ -20,6 +20,7 @@ MENDED = [  # outputs of the built-in model with a glossary, each word after its
     ("El cobertor es muy blanda.", "cobertor", "El cobertor es muy blando."),  # unknown to the analyser: its ending
     ("Compré la mesa y la repisa está roto.", "repisa", "Compré la mesa y la repisa está rota."),  # a clause's subject
     ("Nuestra nueva jefa está cansado.", "jefa", "Nuestra nueva jefa está cansada."),  # an adjective before it
+    ("Nuestra nueva jefa es muy bueno.", "jefa", "Nuestra nueva jefa es muy buena."),  # "bueno": an interjection too
     # the term in a phrase after the subject: the word after the verb took the term's gender, and takes the subject's
     ("El coche de mi jefa está aparcada fuera.", "jefa", "El coche de mi jefa está aparcado fuera."),
     ("El libro en la repisa es vieja.", "repisa", "El libro en la repisa es viejo."),
