@@ -298,10 +298,11 @@ class EngineCore:
         likely = self._likely(src)
         alone = lambda s, t: self._probed((s, t), lambda: unfinished.alone(runner, s, t, self.vocab))  # noqa: E731
         word = lambda k: self._own_word(src, params, k)  # noqa: E731
+        spell = self.vocab.spelled if self.vocab is not None else None
         mends = [
             ("agreement", agreement.redo(params, tokens, self._forms, likely)),
             ("unfinished", unfinished.redo(runner, src, params, tokens, self.vocab, alone, word)),
-            ("placed", redo(runner, self.starts, src, params, tokens, self.joins, likely, self.vocab.spelled)),
+            ("placed", redo(runner, self.starts, src, params, tokens, self.joins, likely, spell)),
         ]
         mends = [(reason, p) for reason, p in mends if p is not None]
         if not mends:
