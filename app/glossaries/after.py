@@ -23,6 +23,7 @@ DETERMINERS: dict[str, frozenset[str]] = {
                     "vuestra vuestros vuestras este esta estos estas ese esa esos esas aquel aquella aquellos "
                     "aquellas".split()),
 }  # fmt: skip
+BEFORE_NOUN = {language: frozenset(w for row in rows for w in row) for language, rows in ADJECTIVES.items()}
 OPENERS: dict[str, frozenset[str]] = {  # words after which a clause, and so its subject, starts
     "es": frozenset("y e o u pero porque que cuando si aunque pues mientras".split()),
 }
@@ -73,12 +74,11 @@ def _word_before(text: str, start: int, language: str) -> str | None:
     """The word before a term starting at `start`, its determiners and the adjectives that come before a noun passed
     over ("Nuestra nueva jefa es": the term opens its clause; lowered; "." for punctuation; None at the text's
     start)."""
-    before_noun = {w for row in ADJECTIVES.get(language, ()) for w in row}
     for token in reversed(TOKEN.findall(text[:start])):
         word = token.lower()
         if not word.isalpha():
             return "."
-        if word not in DETERMINERS[language] and word not in before_noun:
+        if word not in DETERMINERS[language] and word not in BEFORE_NOUN.get(language, ()):
             return word
     return None
 

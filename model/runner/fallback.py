@@ -101,14 +101,14 @@ def _variants(
 ) -> list[int]:  # fmt: skip
     """Where the words from `begin` on that are `term` in another gender start ("un abogado muy bueno" for "abogada",
     where the alignment put "lawyer" on "bueno"; `spell`: tokens' letters)."""
-    joined = joins or [not s for s in starts]
-    found = []
-    for a in range(begin, len(tokens)):
-        if starts[tokens[a]]:
-            b = next((t for t in range(a + 1, len(tokens)) if not joined[tokens[t]]), len(tokens))
-            if variant(spell(tokens[a:b]), spell(list(term))):
-                found.append(a)
-    return found
+    joined, spelled = joins or [not s for s in starts], spell(list(term))
+    words = [(a, _word_end(tokens, a, joined)) for a in range(begin, len(tokens)) if starts[tokens[a]]]
+    return [a for a, b in words if variant(spell(tokens[a:b]), spelled)]
+
+
+def _word_end(tokens: list[int], a: int, joins: list[bool]) -> int:
+    """Where the word starting at `a` ends: the first token after it that does not go on with it."""
+    return next((t for t in range(a + 1, len(tokens)) if not joins[tokens[t]]), len(tokens))
 
 
 def _likeliest(
@@ -121,7 +121,7 @@ def _likeliest(
     target token starts a word, `joins`: it goes on with one)."""
     run, a = [], at  # (start, end) of each word, one after another from `at`
     while a < len(tokens) and starts[tokens[a]]:
-        b = next((t for t in range(a + 1, len(tokens)) if not joins[tokens[t]]), len(tokens))
+        b = _word_end(tokens, a, joins)
         if not any(span[0] <= p < span[1] for p in aligned[a:b]):
             break
         run.append((a, b))

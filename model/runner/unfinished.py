@@ -134,19 +134,17 @@ def redo(
 
 def said_again(
     runner: Runner, src: list[int], params: DecodeParams, tokens: list[int], found: list[tuple[int, int, int]],
-    word: Callable[[int], tuple[int, ...]], vocab: Pieces, aligned: list[int] | None = None,
+    word: Callable[[int], tuple[int, ...]], vocab: Pieces,
 ) -> DecodeParams | None:  # fmt: skip
     """The parameters that decode again with the output up to the first one-word term of `found` (start, end,
     constraint) placed by alignment whose source the words right after it say again (`said`) forced, those words
-    cut and the rest kept ("Mi jefa quiere el informe", "El auto está"), else None. `aligned`: each output token's
-    source position, where known (else computed)."""
+    cut and the rest kept ("Mi jefa quiere el informe", "El auto está"), else None."""
     spans = params.constraint_spans
     one_word = lambda at, end: len(word_spans(tokens[:end], at, vocab)) == 1  # noqa: E731
     single = [(at, end, k) for at, end, k in found if spans[k][1] >= 0 and one_word(at, end)]
     if not single:
         return None
-    aligned = aligned if aligned is not None else alignments(runner, [(src, tokens)])[0]
-    starts = {at for at, *_ in found}
+    aligned, starts = alignments(runner, [(src, tokens)])[0], {at for at, *_ in found}
     for at, end, k in single:
         cut = said(runner, src, tokens, at, end, aligned, spans[k], starts, word(k), vocab)
         if cut is not None and len(tokens) - (cut - end) < params.max_new_tokens:

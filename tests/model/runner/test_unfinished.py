@@ -97,9 +97,8 @@ def test_words_after_a_term_that_align_to_its_source_are_its_source_said_again(m
 def test_a_term_said_again_is_decoded_again_with_those_words_cut(monkeypatch):
     # catches: the words cut kept, the rest lost, or the term left to be placed again by its span
     monkeypatch.setattr(unfinished, "stands", lambda *args: True)
+    monkeypatch.setattr(unfinished, "alignments", lambda runner, pairs: [[1, 2, 2, 2, 2, 3, 4, 5]])
     tokens = [EL, *ANDEN, DE, PLATAFORMA, EN, MEDIODIA, DOT]
     p = DecodeParams(beam_size=4, max_new_tokens=32, constraints=(ANDEN,), constraint_spans=((1, 2, 3),))
-    aligned = [1, 2, 2, 2, 2, 3, 4, 5]
-    again = unfinished.said_again(None, [20, 21, 22, 23, 24, 25, 1], p, tokens, [(1, 3, 0)], lambda k: (), VOCAB,
-                                   aligned=aligned)  # fmt: skip
+    again = unfinished.said_again(None, [20, 21, 22, 23, 24, 25, 1], p, tokens, [(1, 3, 0)], lambda k: (), VOCAB)
     assert again.prefix == (EL, *ANDEN, EN, MEDIODIA, DOT) and again.constraint_spans == ((-1, -1, -1),)
