@@ -319,13 +319,16 @@ class EngineCore:
         return lambda outs: agreement.likelihoods(self.loop.runner, [(tuple(src), o) for o in outs])
 
     def _own_word(self, src: list[int], params: DecodeParams, k: int) -> tuple[int, ...]:
-        """The model's own word for constraint k's source words (`unfinished.own_word`), cached by its term: a term
-        placed by a prefix has no source span left, its first occurrence's word serves."""
+        """The model's own word for constraint k's source words (`unfinished.own_word`), cached by those words (one
+        target may stand for several: "bike", "bicycle" -> "bici"): a term placed by a prefix has no source span left,
+        the words its first occurrence in this source had serve."""
         term, span = params.constraints[k], params.constraint_spans[k]
         if span[1] < 0:
-            return self.probes.get(("own", term), ())
+            own = self.probes.get(("own source", term, tuple(src)))
+            return () if own is None else self.probes.get(("own", own), ())
         own = unfinished.own_source(src, span, params.source_prefix)
-        return self._probed(("own", term), lambda: unfinished.own_word(self.loop.runner, own, self.vocab))
+        self._probed(("own source", term, tuple(src)), lambda: own)  # the first occurrence's, for a later retry
+        return self._probed(("own", own), lambda: unfinished.own_word(self.loop.runner, own, self.vocab))
 
     def _forms(self, probe: Probe) -> list[float]:
         """A glossary term's form scores (`agreement.probe`), cached."""

@@ -172,13 +172,17 @@ class Constraints:
         """Rows `rows` (old indices, in their new order)."""
         return Constraints(*(x.index_select(0, rows) for x in self.fields()))
 
-    def after(self, rows: Tensor, tokens: Tensor, words: Words | None = None) -> tuple[Tensor, Tensor]:
+    def after(
+        self, rows: Tensor, tokens: Tensor, words: Words | None = None, best: Tensor | None = None
+    ) -> tuple[Tensor, Tensor]:  # fmt: skip
         """The progress of rows `rows` (any shape S) after taking `tokens` (S): matched and met, each (*S, J). A token
         goes on with the constraints under way whose next token it is, else starts the first one it starts whose
         window is open (an unplaced one: any time; of two constraints of the same tokens, the first one: they are met
         one at a time). A placed term starts only inside its window where the decoder looks at its own source words,
         between words: not while it still translates the word before ("antes de actualizaciones" for "before
-        installing updates"); elsewhere its first token is the model's own word ("Exportar"). After a placed term and
+        installing updates"); elsewhere its first token is the model's own word ("Exportar"), unless the model's own
+        next token (`best` (N,), every row's argmax) is the term's first: the term is its own word there, wherever the
+        decoder looks inside the window ("una carpeta nueva", the noun before its adjective). After a placed term and
         the AFTER_WORDS words that follow it, a word (`words` given) chosen while the decoder looks at its source
         again translates it twice ("El fichero no se pudo guardar el archivo"): the term is lost."""
         cons, length = self.tokens[rows], self.length[rows]  # (*S, J, L), (*S, J)
@@ -187,7 +191,10 @@ class Constraints:
         next_token = cons.gather(-1, matched.clamp(max=cons.shape[-1] - 1)[..., None])[..., 0]  # (*S, J)
         goes_on = (matched > 0) & (t == next_token)
         budget = self.budget[rows]
-        open_now = torch.where(self.placed[rows], (budget > 0) & self.looking[rows], budget != 0)  # where it may start
+        looking = self.looking[rows]
+        if best is not None:  # the model would write the term's first token itself
+            looking = looking | (best[rows][..., None] == cons[..., 0])
+        open_now = torch.where(self.placed[rows], (budget > 0) & looking, budget != 0)  # where it may start
         starts = (t == cons[..., 0]) & ~met & open_now & ~goes_on.any(-1, keepdim=True)
         starts &= ~(self.twins[rows] & starts[..., None, :]).any(-1)  # an earlier twin starts first
         matched = torch.where(goes_on, matched + 1, starts.long())
@@ -319,6 +326,7 @@ def candidates(
     (G, K, J) (`Constraints.chosen`). Scores (N, V), cumulative scores (N,) and, where the step has them, argmaxes
     (N,) of every row; `words`: the vocabulary's word starts (a term translated twice is lost, `Constraints.after`)."""
     rows = beams.rows if beams.rows is not None else torch.arange(scores.shape[0], device=scores.device)
+    best = scores.argmax(1) if best is None else best  # (N,)
     tokens, got = extra_candidates(scores, rows, cons, best)  # (Nb, J + 1)
     g, w, e = beams.groups, beams.width, tokens.shape[1]
     base = cum.index_select(0, rows)[:, None]  # (Nb, 1)
@@ -336,7 +344,7 @@ def candidates(
     dup[:, 1:] = sorted_key[:, 1:] == sorted_key[:, :-1]
     score = score.scatter(1, order, score.gather(1, order).masked_fill(dup, NEG_INF))
     at = (beams.knobs.first[:, None] + parent).clamp(max=scores.shape[0] - 1)  # (G, K) rows (padding: any, -inf)
-    matched, met = cons.after(at, token, words)
+    matched, met = cons.after(at, token, words, best)
     lost = cons.lost[at]  # (G, K, J) constraints its parent can no longer meet
     pick = allocate(score, (cons.bank(matched, met, at) - (cons.length[at] * lost).sum(-1)).clamp_(min=0))
     unmet, lost = (~met).sum(-1), lost.sum(-1)  # (G, K) constraints a candidate leaves unmet, its parent lost

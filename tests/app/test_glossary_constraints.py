@@ -138,3 +138,21 @@ def test_glossary_targets_the_model_cannot_take_are_refused_by_name(served, chec
                                                 "parameters": parameters})  # fmt: skip
             assert r.status_code == 422 and named in r.json()["error"], r.text
         assert client.post("/translate", json={"q": "cat", "source": "en", "target": "es"}).status_code == 200
+
+
+def test_the_models_own_word_is_kept_by_the_terms_source_words(checkpoint, monkeypatch):
+    # catches: one target's own word cached by the target alone, the first source's served for every other ("bici"
+    # for "bike" and for "motorbike" both), or a retry (its term placed by a prefix) given another source's word
+    from app.engine import core as engine
+    from model.runner.params import ANYWHERE
+    from tests.app.inprocess import make_core
+
+    core, asked = make_core(checkpoint.model), []
+    monkeypatch.setattr(engine.unfinished, "own_word", lambda runner, src, vocab: asked.append(src) or (len(asked),))
+    term, bike, motorbike = (5, 6), [9, 20, 21, 1], [9, 30, 31, 1]  # (the language token, the words, EOS)
+    params = DecodeParams().constrained((term,), spans=((1, 1, 3),))
+    assert core._own_word(bike, params, 0) == (1,) and core._own_word(motorbike, params, 0) == (2,)
+    assert core._own_word([9, 20, 21, 7, 1], params, 0) == (1,)  # the same words in another sentence: kept
+    assert asked == [(20, 21, 1), (30, 31, 1)]
+    retry = DecodeParams().constrained((term,), spans=(ANYWHERE,))
+    assert core._own_word(motorbike, retry, 0) == (2,) and core._own_word([9, 40, 1], retry, 0) == ()

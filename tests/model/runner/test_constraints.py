@@ -172,6 +172,23 @@ def test_a_window_passes_after_its_words_and_then_the_row_may_end():
     assert own.lost.tolist() == [[True]]  # its own word for the term: the window passed at once
 
 
+def test_a_term_the_model_writes_itself_starts_anywhere_in_its_window():
+    # catches: a noun before its adjective lost while the decoder still looks at the adjective ("a new folder": the
+    # constrained beam wrote "una nueva carpeta" where the model, left alone, writes "una carpeta nueva")
+    starts = torch.zeros(20, dtype=torch.bool)
+    starts[[5, 10, 11]] = True
+    words, rows = Words(starts, ~starts), torch.tensor([0])
+    led = Constraints.start([((5, 6),)], torch.device("cpu"), [((0, 1, 2),)])  # "new folder": window from "new"
+    on_new = torch.tensor([[0.8, 0.1, 0.1]])  # (not all of it: the source's end would close the window)
+    at_new = led.opened(on_new).extend(rows, torch.tensor([10]), words).opened(on_new)  # "una", still at "new"
+    assert at_new.after(rows, torch.tensor([5]), words)[0].tolist() == [[0]]  # offered by the beam: not yet
+    own = at_new.after(rows, torch.tensor([5]), words, best=torch.tensor([5]))  # the model's own next token
+    assert own[0].tolist() == [[1]]
+    assert at_new.after(rows, torch.tensor([5]), words, best=torch.tensor([11]))[0].tolist() == [[0]]
+    closed = led.after(rows, torch.tensor([5]), words, best=torch.tensor([5]))  # window not open: its own word
+    assert closed[0].tolist() == [[0]]
+
+
 def test_a_term_translated_again_after_it_is_met_is_lost():
     # catches: the model's own word for a term's source written after the term ("El fichero no se pudo guardar el
     # archivo."), or the words right after a term (the decoder still looking at its source) taken for it
