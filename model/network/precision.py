@@ -16,6 +16,7 @@ from torch.ao.quantization import PerChannelMinMaxObserver, QConfig
 
 from model.network.config import ModelConfig
 from model.network.packed import pack_linears
+from model.network.screened import screen_projection
 
 FLOATS = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 INT8 = ("int8", "int8-ffn")
@@ -107,16 +108,19 @@ def bf16_speedup(cfg: ModelConfig, rows: int = 64, src_len: int = 32, repeats: i
     return best[torch.float32] / best[torch.bfloat16]
 
 
-def prepare(model: nn.Module, precision: str, device: str = "cpu") -> nn.Module:
+def prepare(model: nn.Module, precision: str, device: str = "cpu", screen: bool = True) -> nn.Module:
     """A float32 network on `device` in `precision`, in eval mode: int8 / int8-ffn = dynamic quantization of every /
-    of the decoder's inner feed-forward linears (CPU only); the float32 linears on CPU also prepacked for oneDNN."""
+    of the decoder's inner feed-forward linears (CPU only); the float32 linears on CPU also prepacked for oneDNN, and
+    with `screen` a large vocabulary's projection screened in bf16 where the CPU has bf16 dot products."""
     if precision in INT8 and torch.device(device).type != "cpu":
         raise ValueError(f"dtype {precision} is served on CPU only, not on {device}")
     model = model.to(device=device, dtype=FLOATS.get(precision, torch.float32)).eval()
     if precision in INT8:
         quantize_int8(model, inner_ffn(model) if precision == "int8-ffn" else None)
     if precision in ("float32", "int8-ffn") and torch.device(device).type == "cpu":
-        return pack_linears(model)  # oneDNN's prepacked GEMM where it pays: same parameters, 1.4-2.7x faster linears
+        if precision == "float32" and screen and cpu_flags() & set(BF16_FLAGS):
+            screen_projection(model)  # a large vocabulary's projection screened in bf16 (`model.network.screened`)
+        pack_linears(model)  # oneDNN's prepacked GEMM where it pays: same parameters, 1.4-2.7x faster linears
     return model
 
 

@@ -23,6 +23,7 @@ from model.network.layers import (
     sinusoidal_table,
     unpack,
 )
+from model.network.screened import ScreenedLinear
 from model.network.step import StepInputs
 
 Alignment = tuple[int, tuple[int, ...]]  # a decoder layer and its heads whose cross-attention aligns
@@ -163,6 +164,8 @@ class Seq2SeqTransformer(nn.Module):
         x = self.decoder_norm(x)
         if type(self.out_proj) is nn.Linear:  # bias fused into the GEMM (quantized modules keep the slow path)
             return F.linear(x, self.out_proj.weight, self.final_logits_bias)
+        if isinstance(self.out_proj, ScreenedLinear):  # the bias counts in the screen
+            return self.out_proj(x, self.final_logits_bias)
         logits = self.out_proj(x)
         return logits if self.final_logits_bias is None else logits + self.final_logits_bias
 

@@ -1,0 +1,70 @@
+"""The vocabulary projection of a float32 model on a CPU with bf16 dot products, screened: a bf16 GEMM (half the
+bytes of the largest weight a decode step reads: NLLB's 256,206 x 1,024) gives every logit within a known bound, the
+SCREEN best are computed again in float32 from the float32 weight, and a row whose CERTIFIED best float32 logits do
+not clear every unscreened logit's bound is computed whole in float32. The tokens a search picks among a row's
+CERTIFIED best are float32's; the rest of the row (the log-softmax's normaliser, tokens a processor reaches after
+banning the best) keeps bf16's values, within the bound."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from model.network.packed import PackedLinear, available
+
+SCREEN = 256  # logits computed again in float32 per row
+CERTIFIED = 8  # a row's best float32 logits that must clear the bound (beam 4 takes 2 x 4 candidates a row)
+MIN_VOCAB = 32_768  # from this many outputs the screen pays (OPUS-MT's 58k, NLLB's 256k; the built-in 8k: no)
+ERROR = 2.0**-8 * 1.01  # |bf16 logit - float32 logit| <= ERROR * |w_i| |x| (round to nearest: 2^-9 each, fp32 sums)
+
+
+class ScreenedLinear(PackedLinear):
+    """PackedLinear's parameters (state_dict, tied embedding unchanged) with a bf16 prepacked copy instead of the
+    float32 one: screened logits (above) for 2-D float32 CPU inputs, F.linear for any other."""
+
+    def _pack(self) -> None:
+        """The bf16 weight in oneDNN's blocked layout and the largest row norm (the bound's |w_i|)."""
+        weight = self.weight.detach()
+        self._packed = torch.ops.mkldnn._reorder_linear_weight(weight.bfloat16())
+        self._norm = float(weight.norm(dim=1).max())
+        self._version = -1 if weight.is_inference() else self.weight._version
+
+    def forward(self, x: Tensor, bias: Tensor | None = None) -> Tensor:
+        """x (..., in) -> (..., out) logits, plus `bias` (out,) (a model's final logits bias) before the screen."""
+        bias = self.bias if bias is None else bias if self.bias is None else bias + self.bias
+        if x.dtype != torch.float32 or x.device.type != "cpu" or self.weight.dtype != torch.float32:
+            return F.linear(x, self.weight, bias)
+        if self._packed is None or (not self.weight.is_inference() and self.weight._version != self._version):
+            self._pack()
+        rows = x.reshape(-1, x.shape[-1])  # (N, in)
+        logits = torch.ops.mkldnn._linear_pointwise(rows.bfloat16(), self._packed, None, "none", [], "").float()
+        if bias is not None:
+            logits += bias  # (N, V)
+        top = logits.topk(min(SCREEN, logits.shape[1]), dim=1)  # (N, K) each
+        exact = torch.bmm(self.weight[top.indices], rows[:, :, None])[..., 0]  # (N, K) float32
+        if bias is not None:
+            exact += bias[top.indices]
+        logits.scatter_(1, top.indices, exact)
+        ceiling = top.values[:, -1] + ERROR * self._norm * rows.norm(dim=1)  # (N,) above any unscreened logit
+        certified = exact.topk(min(CERTIFIED, exact.shape[1]), dim=1).values[:, -1] > ceiling
+        if not bool(certified.all()):  # near ties down the screen: those rows whole in float32
+            redo = (~certified).nonzero()[:, 0]
+            logits.index_copy_(0, redo, F.linear(rows.index_select(0, redo), self.weight, bias))
+        return logits.view(*x.shape[:-1], -1)
+
+
+def screen_projection(model: nn.Module) -> bool:
+    """Swap a float32 CPU model's vocabulary projection (`out_proj`) of MIN_VOCAB outputs or more for its screened
+    twin (the caller knows the CPU has bf16 dot products); whether it did."""
+    proj = getattr(model, "out_proj", None)
+    fits = isinstance(proj, nn.Linear) and proj.weight.dtype == torch.float32 and proj.weight.device.type == "cpu"
+    if not (fits and available() and proj.out_features >= MIN_VOCAB):
+        return False
+    model.out_proj = ScreenedLinear.of(proj)
+    return True
+
+
+def screened(model: nn.Module) -> bool:
+    """Whether the model's vocabulary projection is screened."""
+    return isinstance(getattr(model, "out_proj", None), ScreenedLinear)
