@@ -1,9 +1,10 @@
 """The vocabulary projection of a float32 model on a CPU with bf16 dot products, screened: a bf16 GEMM (half the
 bytes of the largest weight a decode step reads: NLLB's 256,206 x 1,024) gives every logit within a known bound, the
-SCREEN best are computed again in float32 from the float32 weight, and a row whose CERTIFIED best float32 logits do
-not clear every unscreened logit's bound is computed whole in float32. The tokens a search picks among a row's
-CERTIFIED best are float32's; the rest of the row (the log-softmax's normaliser, tokens a processor reaches after
-banning the best) keeps bf16's values, within the bound."""
+best of each row (SCREEN at a few rows, fewer at many: the gather of their weight rows outgrows the GEMM) are
+computed again in float32 from the float32 weight, a row whose CERTIFIED best float32 logits do not clear every
+other logit's bound gets SCREEN, and one that still does not is computed whole in float32. The tokens a search
+picks among a row's CERTIFIED best are float32's; the rest of the row (the log-softmax's normaliser, tokens a
+processor reaches after banning the best) keeps bf16's values, within the bound."""
 
 from __future__ import annotations
 
@@ -13,7 +14,9 @@ from torch import Tensor, nn
 
 from model.network.packed import PackedLinear, available
 
-SCREEN = 256  # logits computed again in float32 per row
+SCREEN = 256  # logits computed again in float32 per row, at most
+MIN_SCREEN = 32  # ... at least (a row whose best are not clear of the bound then gets SCREEN)
+GATHERED = 2048  # float32 weight rows gathered per call, about (64 rows: 32 each; the gather outgrows the GEMM)
 CERTIFIED = 8  # a row's best float32 logits that must clear the bound (beam 4 takes 2 x 4 candidates a row)
 MIN_VOCAB = 32_768  # from this many outputs the screen pays (OPUS-MT's 58k, NLLB's 256k; the built-in 8k: no)
 ERROR = 2.0**-8 * 1.01  # |bf16 logit - float32 logit| <= ERROR * |w_i| |x| (round to nearest: 2^-9 each, fp32 sums)
@@ -41,17 +44,27 @@ class ScreenedLinear(PackedLinear):
         logits = torch.ops.mkldnn._linear_pointwise(rows.bfloat16(), self._packed, None, "none", [], "").float()
         if bias is not None:
             logits += bias  # (N, V)
-        top = logits.topk(min(SCREEN, logits.shape[1]), dim=1)  # (N, K) each
-        exact = torch.bmm(self.weight[top.indices], rows[:, :, None])[..., 0]  # (N, K) float32
+        bound = ERROR * self._norm * rows.norm(dim=1)  # (N,)
+        k = min(max(MIN_SCREEN, GATHERED // rows.shape[0]), SCREEN, logits.shape[1])  # fewer a row at many rows
+        at = (~self._rescore(logits, rows, k, bias, bound)).nonzero()[:, 0]  # rows the screen cannot vouch for
+        if len(at) and k < min(SCREEN, logits.shape[1]):  # near ties: a wider screen for them
+            part = logits.index_select(0, at)
+            vouched = self._rescore(part, rows.index_select(0, at), min(SCREEN, logits.shape[1]), bias, bound[at])
+            logits.index_copy_(0, at, part)
+            at = at[~vouched]
+        if len(at):  # near ties down the widest screen: those rows whole in float32
+            logits.index_copy_(0, at, F.linear(rows.index_select(0, at), self.weight, bias))
+        return logits.view(*x.shape[:-1], -1)
+
+    def _rescore(self, logits: Tensor, x: Tensor, k: int, bias: Tensor | None, bound: Tensor) -> Tensor:
+        """`logits` (R, V) of the inputs `x` (R, in) with their k best computed again in float32, in place; whether
+        each row's CERTIFIED best float32 logits clear every other logit's `bound` (R,) above its value (R,)."""
+        top = logits.topk(k, dim=1)  # (R, k) each
+        exact = torch.bmm(self.weight[top.indices], x[:, :, None])[..., 0]  # (R, k) float32
         if bias is not None:
             exact += bias[top.indices]
         logits.scatter_(1, top.indices, exact)
-        ceiling = top.values[:, -1] + ERROR * self._norm * rows.norm(dim=1)  # (N,) above any unscreened logit
-        certified = exact.topk(min(CERTIFIED, exact.shape[1]), dim=1).values[:, -1] > ceiling
-        if not bool(certified.all()):  # near ties down the screen: those rows whole in float32
-            redo = (~certified).nonzero()[:, 0]
-            logits.index_copy_(0, redo, F.linear(rows.index_select(0, redo), self.weight, bias))
-        return logits.view(*x.shape[:-1], -1)
+        return exact.topk(min(CERTIFIED, k), dim=1).values[:, -1] > top.values[:, -1] + bound
 
 
 def screen_projection(model: nn.Module) -> bool:

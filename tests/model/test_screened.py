@@ -98,3 +98,20 @@ def test_only_a_large_float32_projection_on_a_cpu_with_bf16_dot_products_is_scre
     cfg = ModelConfig(src_vocab_size=100, tgt_vocab_size=vocab, d_model=16, n_heads=2, encoder_layers=1,
                       decoder_layers=1, d_ff=32)  # fmt: skip
     assert screened.screened(precision.prepare(Seq2SeqTransformer(cfg), dtype)) is wanted
+
+
+def test_at_many_rows_a_row_the_narrow_screen_cannot_vouch_for_gets_the_wide_one():
+    # catches: a row of a large batch (its screen narrowed to save the gather) whose best are near ties past the narrow
+    # screen left on bf16 values, or sent whole to float32 when the wide screen vouches for it
+    torch.manual_seed(0)
+    linear = nn.Linear(64, 4000, bias=False)
+    with torch.no_grad():
+        linear.weight[:100] = linear.weight[0] * (1 + 1e-3 * torch.rand(100, 1))  # 100 near ties in row 0
+        x = torch.cat([linear.weight[:1] * 5, torch.randn(63, 64)])  # 64 rows: a narrow screen (32) each
+        screen = ScreenedLinear.of(linear)
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(screened.F, "linear", lambda *a: pytest.fail("a row computed whole in float32"))
+            got = screen(x)
+        want = F.linear(x, linear.weight)
+    torch.testing.assert_close(got[0, :100], want[0, :100], rtol=1e-6, atol=1e-6)  # every tie in float32
+    assert torch.equal(got.argmax(1), want.argmax(1)) and not torch.equal(got[0], want[0])
