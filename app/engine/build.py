@@ -18,7 +18,7 @@ from model.confidence import Scorer, for_checkpoint, source_table
 from model.confidence import load as load_calibration
 from model.loading.checkpoint import Checkpoint, describe, load
 from model.network.precision import bf16_speedup, choose
-from model.network.screened import SCREEN, screened
+from model.network.screened import MIN_SCREEN, SCREEN, screened
 from model.network.transformer import Seq2SeqTransformer
 from model.runner import Runner
 from model.runner.constraints import Words
@@ -118,7 +118,7 @@ def build(spec: str, s: Settings, device: str) -> tuple[EngineCore, ModelCard]:
     log.info("dtype %s: %s (%s)", s.dtype, precision, why)
     checkpoint = load(path, device=device, dtype=precision, pair=pair)
     if screened(checkpoint.model):
-        why += f"; vocabulary projection screened in bfloat16, its best {SCREEN} logits a row in float32"
+        why += f"; vocabulary projection screened in bfloat16, its best {MIN_SCREEN}-{SCREEN} logits a row in float32"
         log.info("%s: the vocabulary projection screened in bfloat16 (model.network.screened)", checkpoint.name)
     b = budget(checkpoint.model, s)
     runner = decoder(checkpoint.model, s, b.rows)

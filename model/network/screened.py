@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from model.network.packed import PackedLinear, available
+from model.network.packed import PackedLinear, _version, available
 
 SCREEN = 256  # logits computed again in float32 per row, at most
 MIN_SCREEN = 32  # ... at least (a row whose best are not clear of the bound then gets SCREEN)
@@ -31,25 +31,26 @@ class ScreenedLinear(PackedLinear):
         weight = self.weight.detach()
         self._packed = torch.ops.mkldnn._reorder_linear_weight(weight.bfloat16())
         self._norm = float(weight.norm(dim=1).max())
-        self._version = -1 if weight.is_inference() else self.weight._version
+        self._version = _version(self.weight)
 
     def forward(self, x: Tensor, bias: Tensor | None = None) -> Tensor:
         """x (..., in) -> (..., out) logits, plus `bias` (out,) (a model's final logits bias) before the screen."""
         bias = self.bias if bias is None else bias if self.bias is None else bias + self.bias
         if x.dtype != torch.float32 or x.device.type != "cpu" or self.weight.dtype != torch.float32:
             return F.linear(x, self.weight, bias)
-        if self._packed is None or (not self.weight.is_inference() and self.weight._version != self._version):
+        if self._packed is None or _version(self.weight) != self._version:
             self._pack()
         rows = x.reshape(-1, x.shape[-1])  # (N, in)
         logits = torch.ops.mkldnn._linear_pointwise(rows.bfloat16(), self._packed, None, "none", [], "").float()
         if bias is not None:
             logits += bias  # (N, V)
         bound = ERROR * self._norm * rows.norm(dim=1)  # (N,)
-        k = min(max(MIN_SCREEN, GATHERED // rows.shape[0]), SCREEN, logits.shape[1])  # fewer a row at many rows
+        widest = min(SCREEN, logits.shape[1])
+        k = min(max(MIN_SCREEN, GATHERED // rows.shape[0]), widest)  # fewer a row at many rows
         at = (~self._rescore(logits, rows, k, bias, bound)).nonzero()[:, 0]  # rows the screen cannot vouch for
-        if len(at) and k < min(SCREEN, logits.shape[1]):  # near ties: a wider screen for them
+        if len(at) and k < widest:  # near ties: a wider screen for them
             part = logits.index_select(0, at)
-            vouched = self._rescore(part, rows.index_select(0, at), min(SCREEN, logits.shape[1]), bias, bound[at])
+            vouched = self._rescore(part, rows.index_select(0, at), widest, bias, bound[at])
             logits.index_copy_(0, at, part)
             at = at[~vouched]
         if len(at):  # near ties down the widest screen: those rows whole in float32
