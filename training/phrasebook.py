@@ -22,7 +22,8 @@ SPANISH3 = Path(__file__).resolve().parent / "phrasebook_es3.tsv"  # thought in 
 LATER = {name: Path(__file__).resolve().parent / f"phrasebook_{name}.tsv"
          for name in ("social", "about", "questions", "short", "es4", "statements",  # the second round
                       "es_life", "es_services", "es_short", "en_stories",  # the third
-                      "r4_es_set", "r4_en_set", "r4_es_talk")}  # the fourth: set phrases, talk  # fmt: skip
+                      "r4_es_set", "r4_en_set", "r4_es_talk",  # the fourth: set phrases, talk
+                      "r5_es_idiom", "r5_en_daily")}  # the fifth: Spanish idiom, English typed first  # fmt: skip
 SEED = 7
 M, F = "m", "f"
 

@@ -29,10 +29,10 @@ from tests.app.glossaries.test_lexicon import needs_analyser
 from training.common import EVERYDAY, EVERYDAY2, read_tsv  # hand-written phrases, never trained on
 from training.vocab import ALWAYS
 
-# The shipped model scores chrF 77.7 en->es and 71.2 es->en (greedy) on EVERYDAY; the floors sit 5 points below.
+# The shipped model scores chrF 80.0 en->es and 78.2 es->en (greedy) on EVERYDAY; the floors sit 5 points below.
 # Copying the English scores 12.6, and a broken export (wrong vocabulary, wrong weights, fp16 overflow) 0-20.
-CHRF_FLOOR = 73.9
-CHRF_FLOOR_ES = 69.8
+CHRF_FLOOR = 75.0
+CHRF_FLOOR_ES = 73.1
 README_EXAMPLES = {  # what README.md shows them translating to (held out of training: they are everyday phrases)
     "Hello.": "Hola.",
     "Good morning.": "Buenos días.",
@@ -339,7 +339,7 @@ def test_the_word_before_a_term_is_made_to_agree_with_it():
 
 
 LEXICON_CASES = [  # (English, term, target, without the analyser, with it): genders this model does not know
-    ("We saw a good movie.", "movie", "filme", "una filme buena", "un filme bueno"),  # the analyser's "filme"
+    # ("We saw a good movie.", "filme": run5 wrote "una filme buena" without the analyser; run6 "un filme bueno")
     ("We walked to the lake.", "lake", "laguna", "al laguna", "a la laguna"),  # beats the model's "el lago"
     ("The room has a big window.", "window", "ventanal", "una ventanal", "un ventanal"),  # unknown to it: -al
 ]  # fmt: skip
