@@ -227,46 +227,52 @@ def step(
     one that lost a constraint cannot keep its group searching. `forced_logp` (N,): where a row was forced its token,
     that token's log-probability before the forcing (NaN: not forced), kept with a finishing hypothesis's tokens."""
     score, parent, token, *rest = candidates
-    unmet = rest[0] if rest else torch.zeros_like(token)
-    lost = rest[1] if len(rest) > 1 else torch.zeros_like(token)
+    unmet, lost = (rest + [None, None])[:2]  # None without constraints: none unmet, none lost
     b = state.score.shape[1]
     if score.shape[1] < b:  # fewer candidates than beams (a tiny vocabulary): pad with ones that never count
         pads = ((score, NEG_INF), (parent, 0), (token, 0), (unmet, 0), (lost, 0))
-        score, parent, token, unmet, lost = (F.pad(x, (0, b - x.shape[1]), value=v) for x, v in pads)
+        score, parent, token, unmet, lost = (None if x is None else F.pad(x, (0, b - x.shape[1]), value=v)
+                                             for x, v in pads)  # fmt: skip
     length = k.steps + 1  # (G,) the length of what this step ends or extends, EOS counted
+    limited = length >= k.limit  # (G,) this step ends every hypothesis
     m = torch.arange(score.shape[1], device=score.device)
     valid = m < k.ranked[:, None]  # (G, M)
-    ends = (token == eos_id) | (length >= k.limit)[:, None]
+    ends = (token == eos_id) | limited[:, None]
     live = valid & ~ends
-    live_rank = live.cumsum(1) - 1
-    chosen = live & (live_rank < k.beam[:, None])
+    chosen = live & (live.cumsum(1) <= k.beam[:, None])
     n = chosen.sum(1)  # (G,) beams that go on
-    pos = torch.where(chosen, live_rank, score.shape[1] + m).argsort(1)[:, :b]  # (G, B) chosen candidates, best first
+    pos = chosen.argsort(dim=1, descending=True, stable=True)[:, :b]  # (G, B) the chosen, best first, then the rest
     c_score, c_parent, c_token = score.gather(1, pos), parent.gather(1, pos), token.gather(1, pos)
-    c_score = c_score.masked_fill(torch.arange(b, device=n.device) >= n[:, None], DEAD)  # places not taken: inert
+    place = torch.arange(b, device=n.device)
+    taken = place < n[:, None]  # (G, B) the places of the beams that go on
+    c_score = torch.where(taken, c_score, DEAD)  # places not taken: inert
     finishing = ends & valid & (m < k.beam[:, None]) & (score > DEAD / 2) & state.alive[:, None]
     scale = length.double().pow(k.penalty)  # (G,) score / length ** length_penalty
-    normalised = score.double() / scale[:, None] - UNMET * unmet
-    state = _finish(state, score, torch.where(finishing, normalised, NEG_INF), parent, token, k, eos_id, forced_logp)
-    count = (state.score > NEG_INF).sum(1)
-    worst = state.score.gather(1, (k.beam - 1)[:, None])[:, 0]
-    hopeful = (torch.arange(b, device=n.device) < n[:, None]) & (lost.gather(1, pos) == 0)  # live, no term lost
+    if score.device.type != "cpu" or finishing.any():  # a CPU skips the merge when no candidate finishes (a no-op)
+        normalised = score.double() / scale[:, None]
+        if unmet is not None:
+            normalised = normalised - UNMET * unmet
+        normalised = torch.where(finishing, normalised, NEG_INF)
+        state = _finish(state, score, normalised, parent, token, k, eos_id, forced_logp, length, limited)
+    worst = state.score.gather(1, (k.beam - 1)[:, None])[:, 0]  # -inf until the buffer holds `beam` (best first)
+    hopeful = taken if lost is None else taken & (lost.gather(1, pos) == 0)  # live, no term lost
     best = torch.where(hopeful, c_score, NEG_INF).amax(1)  # the best live beam that can still rank first
     hopeless = k.early | ~(best.double() / scale > worst)  # transformers' "cannot improve"
-    done = (n == 0) | ((count == k.beam) & hopeless) | ~state.alive
-    inv = _slots(c_parent, n).argsort(1)  # (G, B) new row s holds chosen candidate inv[s]
+    done = (n == 0) | ((worst > NEG_INF) & hopeless) | ~state.alive
+    inv = _slots(c_parent, n, taken).argsort(1)  # (G, B) new row s holds chosen candidate inv[s]
     parent, token = c_parent.gather(1, inv), c_token.gather(1, inv)
-    state, stable, window = _stable(state, parent, token, n, done, k)
+    state, stable, window = _stable(state, parent, token, taken, done, k, length)
     return state, Moves(done, n, parent, token, c_score.gather(1, inv), inv, stable, window, pos.gather(1, inv))
 
 
 def _finish(
     state: BeamState, cum: Tensor, normalised: Tensor, parent: Tensor, token: Tensor, k: Knobs, eos_id: int,
-    forced_logp: Tensor | None,
+    forced_logp: Tensor | None, length: Tensor, limited: Tensor,
 ) -> BeamState:  # fmt: skip
     """The finished buffers with this step's finished candidates (cumulative and normalised scores (G, M), -inf where
-    none; their tokens' log-probabilities as `_token_logp` takes them) merged in: each group keeps its best `beam`,
-    ties in the order old ones first, then the candidates' ranks."""
+    none; their tokens' log-probabilities as `_token_logp` takes them; each group's `length` (G,) EOS counted and
+    whether it is `limited` there) merged in: each group keeps its best `beam`, ties in the order old ones first, then
+    the candidates' ranks."""
     g, b = state.score.shape
     merged = torch.cat([state.score, normalised], 1)  # (G, B + M)
     order = merged.argsort(dim=1, descending=True, stable=True)[:, :b]  # (G, B)
@@ -274,15 +280,15 @@ def _finish(
     old, new = order.clamp(max=b - 1), (order - b).clamp(min=0)
     from_old = order < b
     c_parent, c_token = parent.gather(1, new), token.gather(1, new)  # (G, B)
-    rows = (k.first[:, None] + c_parent).flatten()
-    tokens, logps = (x.index_select(0, rows).view(g, b, -1) for x in (state.history, state.logp))
+    rows = k.first[:, None] + c_parent  # (G, B)
+    tokens, logps = (x.index_select(0, rows.flatten()).view(g, b, -1) for x in (state.history, state.logp))
     last = k.steps[:, None, None].expand(g, b, 1)
     tokens.scatter_(2, last, c_token[:, :, None])  # EOS too: its length drops it
-    logp = _token_logp(cum.gather(1, new), state.cum, rows.view(g, b), forced_logp)  # (G, B)
+    logp = _token_logp(cum.gather(1, new), state.cum, rows, forced_logp)  # (G, B)
     logps.scatter_(2, last, logp[:, :, None])
     is_eos = c_token == eos_id
-    length = torch.where(from_old, state.length.gather(1, old), k.steps[:, None] + (~is_eos).long())
-    at_limit = k.forced[:, None] & (k.steps + 1 >= k.limit)[:, None]  # EOS forced by the limit: reason "length"
+    length = torch.where(from_old, state.length.gather(1, old), length[:, None] - is_eos.long())
+    at_limit = (k.forced & limited)[:, None]  # EOS forced by the limit: reason "length"
     eos = torch.where(from_old, state.eos.gather(1, old), is_eos & ~at_limit)
     olds = old[:, :, None].expand(-1, -1, state.positions)
     tokens = torch.where(from_old[:, :, None], state.tokens.gather(1, olds), tokens)
@@ -290,15 +296,15 @@ def _finish(
     return BeamState(*state.fields()[:ROW_FIELDS], score, length, eos, tokens, logps, state.emitted, state.alive)
 
 
-def _slots(parent: Tensor, n: Tensor) -> Tensor:
-    """Row within the group for each chosen beam (G, B), best first: its parent's row when that is free and still in
-    the group, so its cache needs no copy; the others take the free rows in order; unused places sort last."""
-    g, b = parent.shape
+def _slots(parent: Tensor, n: Tensor, used: Tensor) -> Tensor:
+    """Row within the group for each chosen beam (G, B), best first (the first n (G,) places, `used` (G, B)): its
+    parent's row when that is free and still in the group, so its cache needs no copy; the others take the free rows
+    in order; unused places sort last."""
+    b = parent.shape[1]
     j = torch.arange(b, device=parent.device)
-    used = j < n[:, None]  # (G, B)
-    earlier = (parent[:, :, None] == parent[:, None, :]) & (j[None, :] < j[:, None]) & used[:, None, :]  # (G, B, B)
+    earlier = (parent[:, :, None] == parent[:, None, :]).tril(-1)  # (G, B, B) an earlier beam (used: a prefix)
     stays = used & (parent < n[:, None]) & ~earlier.any(2)
-    taken = torch.zeros(g, b + 1, dtype=torch.bool, device=parent.device)
+    taken = parent.new_zeros(parent.shape[0], b + 1, dtype=torch.bool)
     taken.scatter_(1, torch.where(stays, parent, b), True)
     free = torch.where(~taken[:, :b] & used, j, b + j).argsort(1)  # (G, B) free rows first, in order
     nth = ((~stays & used).cumsum(1) - 1).clamp(min=0)
@@ -307,26 +313,27 @@ def _slots(parent: Tensor, n: Tensor) -> Tensor:
 
 
 def _stable(
-    state: BeamState, parent: Tensor, token: Tensor, n: Tensor, done: Tensor, k: Knobs
+    state: BeamState, parent: Tensor, token: Tensor, taken: Tensor, done: Tensor, k: Knobs, length: Tensor
 ) -> tuple[BeamState, Tensor, Tensor]:
-    """How many tokens (G,), new since the last step, every live beam (parent, token (G, B), the first n) and every
+    """How many tokens (G,), new since the last step, every live beam (parent, token (G, B), where `taken`) and every
     finished hypothesis that can still come first (the best, ties included) share, at most WINDOW, and the window of
-    the first beam they start (G, WINDOW); none once a group is done. A finished score never changes and the buffer
-    drops only its worst, so no other finished hypothesis can come first again."""
+    the first beam they start (G, WINDOW); none once a group is done (`length` (G,): each group's after the step). A
+    finished score never changes and the buffer drops only its worst, so no other finished hypothesis can come first
+    again."""
     g, b = parent.shape
     at = state.emitted[:, None] + torch.arange(WINDOW + 1, device=parent.device)  # (G, W+1) past the emitted ones
     cols = at.clamp(max=state.positions - 1)[:, None, :].expand(g, b, -1)  # (G, B, W+1)
     live = state.history[(k.first[:, None] + parent)[:, :, None], cols]  # (G, B, W+1) the beams after the step
-    live = torch.where(at[:, None, :] == k.steps[:, None, None], token[:, :, None], live)
-    best = state.score.amax(1, keepdim=True)
+    live = torch.where((at == k.steps[:, None])[:, None, :], token[:, :, None], live)
+    best = state.score[:, :1]  # (G, 1) the buffer is best first
     contender = (state.score == best) & (best > NEG_INF)  # (G, B)
     seqs = torch.cat([live, state.tokens.gather(2, cols)], 1)  # (G, 2B, W+1)
-    lengths = torch.cat([(k.steps + 1)[:, None].expand(g, b), state.length], 1)  # (G, 2B)
-    counts = torch.cat([torch.arange(b, device=live.device) < n[:, None], contender], 1)
+    lengths = torch.cat([length[:, None].expand(g, b), state.length], 1)  # (G, 2B)
+    counts = torch.cat([taken, contender], 1)
     differs = (seqs != live[:, :1]) | (at[:, None, :] >= lengths[:, :, None])
     differs[:, :, -1].fill_(True)  # (G, 2B, W+1): the shared run ends within the window
     shared = torch.where(counts, differs.byte().argmax(2), WINDOW).amin(1)  # (G,) shared past the emitted ones
-    stable = shared.clamp(max=WINDOW).masked_fill(done, 0)
+    stable = shared.masked_fill(done, 0)  # at most WINDOW
     emitted, alive = state.emitted + stable, state.alive & ~done
     state = BeamState(*state.fields()[:-2], emitted, alive)
     return state, stable, live[:, 0, :WINDOW]
