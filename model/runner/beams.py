@@ -218,14 +218,17 @@ def _unranked(score: float) -> float:
 
 
 def step(
-    state: BeamState, candidates: tuple[Tensor, ...], k: Knobs, eos_id: int, forced_logp: Tensor | None = None
-) -> tuple[BeamState, Moves]:
+    state: BeamState, candidates: tuple[Tensor, ...], k: Knobs, eos_id: int, forced_logp: Tensor | None = None,
+    sparse: bool = False,
+) -> tuple[BeamState, Moves]:  # fmt: skip
     """One beam-search step of every group from its best candidates (cumulative score, parent row within the group,
     token, and with constraints the count each leaves unmet and the count its parent lost), each (G, M) best first, as
     transformers' beam scorer takes it: the finished buffers updated, the moves. A hypothesis that ends with constraints
     unmet (lost, or at the length limit) ranks below every one that met them all (UNMET per constraint), and a live
     one that lost a constraint cannot keep its group searching. `forced_logp` (N,): where a row was forced its token,
-    that token's log-probability before the forcing (NaN: not forced), kept with a finishing hypothesis's tokens."""
+    that token's log-probability before the forcing (NaN: not forced), kept with a finishing hypothesis's tokens.
+    `sparse` (a CPU: it may read the device on the host): the finished buffers are merged only when a candidate
+    finishes (else the merge changes nothing)."""
     score, parent, token, *rest = candidates
     unmet, lost = (rest + [None, None])[:2]  # None without constraints: none unmet, none lost
     b = state.score.shape[1]
@@ -248,7 +251,7 @@ def step(
     c_score = torch.where(taken, c_score, DEAD)  # places not taken: inert
     finishing = ends & valid & (m < k.beam[:, None]) & (score > DEAD / 2) & state.alive[:, None]
     scale = length.double().pow(k.penalty)  # (G,) score / length ** length_penalty
-    if score.device.type != "cpu" or finishing.any():  # a CPU skips the merge when no candidate finishes (a no-op)
+    if not sparse or finishing.any():
         normalised = score.double() / scale[:, None]
         if unmet is not None:
             normalised = normalised - UNMET * unmet

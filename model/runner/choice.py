@@ -92,10 +92,10 @@ def beam_candidates(scores: Tensor, cum: Tensor, ranks: Tensor, beams: Beams) ->
     at = beams.rows
     block, cum, rank = (x if at is None else x.index_select(0, at) for x in (scores, cum, ranks))
     top, tok = row_topk(block, per_row)  # (Nb, C)
-    grid = top.new_full((n_groups * width, per_row), NEG_INF).index_copy_(0, beams.slots, top + cum[:, None])
-    keys = tok.new_full(grid.shape, torch.iinfo(torch.long).max).index_copy_(
-        0, beams.slots, rank[:, None] * vocab + tok
-    )
+    grid, keys = top + cum[:, None], rank[:, None] * vocab + tok  # (Nb, C)
+    if not beams.full:  # into the (G*W, C) grid, past a narrower group's rows: -inf, keys that sort last
+        grid = top.new_full((n_groups * width, per_row), NEG_INF).index_copy_(0, beams.slots, grid)
+        keys = tok.new_full(grid.shape, torch.iinfo(torch.long).max).index_copy_(0, beams.slots, keys)
     grid, keys = grid.view(n_groups, -1), keys.view(n_groups, -1)  # (G, W*C): padding sorts last
     by_key = keys.argsort(dim=-1, stable=True)
     by_score = grid.gather(1, by_key).argsort(dim=-1, descending=True, stable=True)[

@@ -124,28 +124,47 @@ class Constraints:
         """(N, J) bool: constraints placed by alignment (they have a source span)."""
         return self.span[..., 0] >= 0
 
-    def opened(self, align: Tensor, mid_word: Tensor | None = None) -> Constraints:
+    @cached_property
+    def following(self) -> Tensor:
+        """(N, J) long: each constraint's token after those matched (its first when none is)."""
+        return self.tokens.gather(2, self.matched.clamp(max=self.tokens.shape[2] - 1)[:, :, None])[:, :, 0]
+
+    def _replace(self, **changes: Tensor) -> Constraints:
+        """These columns with `changes` (not the spans: `placed` is kept)."""
+        new = dataclasses.replace(self, **changes)
+        if "placed" in self.__dict__:
+            new.__dict__["placed"] = self.placed
+        return new
+
+    def opened(self, align: Tensor, mid_word: Tensor | None = None, ends: Tensor | None = None) -> Constraints:
         """These rows once the decoder's alignment `align` (N, S) of this step is known: a window not open yet opens
         where its mass on the constraint's span reaches ALIGN_MASS or its argmax falls inside; every window of a term
         not under way has passed once the argmax reaches the source's last token between words (a term is never
         appended after the sentence; `mid_word` (N,) bool: rows whose model goes on with its word, where a glance at
-        the source's EOS, a common resting place of attention, is not the sentence's end: "Reinic|ia|r")."""
+        the source's EOS, a common resting place of attention, is not the sentence's end: "Reinic|ia|r"), and where
+        the model's own next token `ends` (N,) bool (given) is EOS, as `ended` after it."""
         j, s = self.span.shape[1], align.shape[1]
         start, own, end = self.span.clamp(min=0).unbind(-1)  # (N, J) each
         mass = F.pad(align.float().cumsum(1), (1, 0))  # (N, S + 1)
         to_start, to_end, to_own = mass.gather(1, torch.cat([start, end, own], 1).clamp_(max=s)).split(j, 1)  # (N, J)
         peak = align.argmax(1, keepdim=True)  # (N, 1)
-        reached = (to_end - to_start >= ALIGN_MASS) | ((start <= peak) & (peak < end))
+        before_end = peak < end
+        reached = (to_end - to_start >= ALIGN_MASS) | ((start <= peak) & before_end)
         last = (align > 0).long().cumsum(1).argmax(1, keepdim=True)  # (N, 1) the last source token (padding weighs 0)
         opening = self.placed & (self.budget < 0) & reached
-        at_end = peak == last if mid_word is None else (peak == last) & ~mid_word[:, None]  # (N, 1)
-        passed = self.placed & at_end & (self.matched == 0) & ~self.met & ~opening  # the end: passed
+        between = None if mid_word is None else ~mid_word[:, None]  # (N, 1)
+        at_end = peak == last if between is None else (peak == last) & between  # (N, 1)
+        not_met = ~self.met
+        passed = at_end & ~opening  # the end: passed
+        if ends is not None:
+            passed |= ends[:, None]
+        passed &= self.placed & (self.matched == 0) & not_met
         budget = torch.where(opening, WINDOW_WORDS, self.budget).masked_fill_(passed, 0)
-        looking = self.placed & (own <= peak) & (peak < end)
-        looking &= ~self.met | (to_end - to_own >= AGAIN_MASS)  # a term met: looked at hard
-        if mid_word is not None:  # a term not met starts between words only ("una pe pestaña" otherwise)
-            looking &= self.met | ~mid_word[:, None]
-        return dataclasses.replace(self, budget=budget, looking=looking)
+        looking = self.placed & (own <= peak) & before_end
+        looking &= not_met | (to_end - to_own >= AGAIN_MASS)  # a term met: looked at hard
+        if between is not None:  # a term not met starts between words only ("una pe pestaña" otherwise)
+            looking &= self.met | between
+        return self._replace(budget=budget, looking=looking)
 
     def replayed(self, tokens: Tensor, align: Tensor | None, words: Words | None, eos_id: int) -> Constraints:
         """These rows after each took its forced tokens (N, P) (-1 past its prefix), one a step, as decode steps leave
@@ -157,7 +176,7 @@ class Constraints:
             after = cons
             if align is not None:
                 mid_word = words.joins[took] if words is not None else None
-                after = after.opened(align[:, t], mid_word).ended(took == eos_id)
+                after = after.opened(align[:, t], mid_word, took == eos_id)
             fields = zip(after.extend(rows, took, words).fields(), cons.fields(), strict=True)
             cons = Constraints(*(torch.where(taking.view(-1, *[1] * (x.dim() - 1)), x, y) for x, y in fields))
         return cons
@@ -166,7 +185,7 @@ class Constraints:
         """These rows where the model's own next token `ends` (N,) bool is EOS: every placed term not under way has
         passed there (it would only come after the sentence)."""
         passed = self.placed & ends[:, None] & (self.matched == 0) & ~self.met
-        return dataclasses.replace(self, budget=self.budget.masked_fill(passed, 0))
+        return self._replace(budget=self.budget.masked_fill(passed, 0))
 
     def select(self, rows: Tensor) -> Constraints:
         """Rows `rows` (old indices, in their new order)."""
@@ -185,22 +204,21 @@ class Constraints:
         decoder looks inside the window ("una carpeta nueva", the noun before its adjective). After a placed term and
         the AFTER_WORDS words that follow it, a word (`words` given) chosen while the decoder looks at its source
         again translates it twice ("El fichero no se pudo guardar el archivo"): the term is lost."""
-        cons, length = self.tokens[rows], self.length[rows]  # (*S, J, L), (*S, J)
-        matched, met = self.matched[rows], self.met[rows]
-        t = tokens[..., None]
-        next_token = cons.gather(-1, matched.clamp(max=cons.shape[-1] - 1)[..., None])[..., 0]  # (*S, J)
-        goes_on = (matched > 0) & (t == next_token)
-        budget = self.budget[rows]
-        looking = self.looking[rows]
+        length, matched, met = self.length[rows], self.matched[rows], self.met[rows]  # (*S, J) each
+        first = self.tokens[:, :, 0]  # (N, J)
+        looking = self.looking
         if best is not None:  # the model would write the term's first token itself
-            looking = looking | (best[rows][..., None] == cons[..., 0])
-        open_now = torch.where(self.placed[rows], (budget > 0) & looking, budget != 0)  # where it may start
-        starts = (t == cons[..., 0]) & ~met & open_now & ~goes_on.any(-1, keepdim=True)
-        starts &= ~(self.twins[rows] & starts[..., None, :]).any(-1)  # an earlier twin starts first
+            looking = looking | (best[:, None] == first)
+        open_now = torch.where(self.placed, (self.budget > 0) & looking, self.budget != 0)  # (N, J) where it may start
+        t = tokens[..., None]
+        goes_on = (matched > 0) & (t == self.following[rows])
+        starts = (t == first[rows]) & (~self.met & open_now)[rows] & ~goes_on.any(-1, keepdim=True)
+        twins = self.twins.index_select(0, rows.flatten()).view(*rows.shape, *self.twins.shape[1:])  # (*S, J, J)
+        starts &= ~(twins & starts[..., None, :]).any(-1)  # an earlier twin starts first
         matched = torch.where(goes_on, matched + 1, starts.long())
         if words is not None:  # a word of its own for a term met (already), where the decoder looks at its source
             free = words.starts[tokens][..., None] & ~(goes_on | starts).any(-1, keepdim=True)  # (*S, 1)
-            met = met & ~(free & self.placed[rows] & self.looking[rows] & (budget == 0))
+            met = met & ~(free & (self.placed & self.looking & (self.budget == 0))[rows])
         met = met | (matched >= length)
         return matched.masked_fill(met, 0), met
 
@@ -214,13 +232,14 @@ class Constraints:
         lost its term (`after`)."""
         matched, met = self.after(parents, tokens, words) if progress is None else progress
         budget, was_met = self.budget.index_select(0, parents), self.met.index_select(0, parents)
-        fresh = (met & ~was_met).any(1)
+        just_met = met & ~was_met  # (N, J)
+        fresh = just_met.any(1)
         if words is not None:
             spent = ~words.joins[tokens][:, None] & (matched == 0) & ~met & (budget > 0)
             own = spent & self.looking.index_select(0, parents)  # a word chosen while looking at the term's source
             budget = torch.where(own, 0, budget - spent.long())  # its own word for the term: the window passed
             onward = words.starts[tokens][:, None] & was_met & met & (budget > 0)  # a word after a term met
-            budget = torch.where(met & ~was_met, AFTER_WORDS, budget - onward.long()).masked_fill_(was_met & ~met, 0)
+            budget = torch.where(just_met, AFTER_WORDS, budget - onward.long()).masked_fill_(was_met & ~met, 0)
         pick = lambda x: x.index_select(0, parents)  # noqa: E731
         looking = torch.zeros_like(met)
         return Constraints(pick(self.tokens), pick(self.length), matched, met, pick(self.span), budget, fresh, looking,
@@ -247,10 +266,11 @@ class Constraints:
         return ~(self.met | self.lost).all(1)
 
     def bank(self, matched: Tensor, met: Tensor, rows: Tensor) -> Tensor:
-        """Constraint tokens met by a progress (matched, met (*S, J)) of rows `rows` (*S): whole constraints met
-        count their length, and the furthest one under way its tokens matched so far (constraints that start alike
-        are under way together: counting each would reward repeating their common start)."""
-        under_way = F.pad(matched.masked_fill(met, 0), (0, 1)).amax(-1)  # (*S,) 0 without constraints
+        """Constraint tokens met by a progress (matched, met (*S, J), matched 0 where met, as `after` gives them) of
+        rows `rows` (*S): whole constraints met count their length, and the furthest one under way its tokens matched
+        so far (constraints that start alike are under way together: counting each would reward repeating their
+        common start)."""
+        under_way = F.pad(matched, (0, 1)).amax(-1)  # (*S,) 0 without constraints
         return torch.where(met, self.length[rows], 0).sum(-1) + under_way
 
 
@@ -269,7 +289,8 @@ def ban(
     scores[:, eos_id].masked_fill_(unmet, NEG_INF)
     if words is not None and cpu:
         rows = fresh.nonzero()[:, 0]
-        scores.index_copy_(0, rows, scores.index_select(0, rows).masked_fill_(words.joins, NEG_INF))
+        if len(rows):
+            scores.index_copy_(0, rows, scores.index_select(0, rows).masked_fill_(words.joins, NEG_INF))
     elif words is not None:
         scores.masked_fill_(fresh[:, None] & words.joins, NEG_INF)
     if best is None or not cpu:
@@ -278,7 +299,7 @@ def ban(
     if words is not None:
         hit |= fresh & words.joins[best]
     rows = hit.nonzero()[:, 0]
-    return best.index_copy(0, rows, scores.index_select(0, rows).argmax(1))
+    return best.index_copy(0, rows, scores.index_select(0, rows).argmax(1)) if len(rows) else best
 
 
 def extra_candidates(
@@ -287,30 +308,25 @@ def extra_candidates(
     """For each row of `rows` (R,): its next token of every constraint it has not met, and its own best token, as
     (R, J + 1) tokens and their scores from `scores` (N, V) (-inf where there is none). `best` (N,): every row's
     argmax of `scores` where the step has it already (the greedy rows' choice, taken over every row)."""
-    c = cons.tokens.index_select(0, rows)  # (R, J, L)
-    matched, met = cons.matched.index_select(0, rows), cons.met.index_select(0, rows)
-    nxt = c.gather(2, matched.clamp(max=c.shape[2] - 1)[:, :, None])[:, :, 0]
-    closed = cons.placed.index_select(0, rows) & (cons.budget.index_select(0, rows) <= 0) & (matched == 0)
-    nxt = nxt.masked_fill(met | closed, -1)  # (R, J): a placed term starts only inside its window
-    best = (scores.argmax(1) if best is None else best).index_select(0, rows)[:, None]  # (R, 1)
-    tokens = torch.cat([nxt, best], 1)  # (R, J + 1)
-    at = rows[:, None] * scores.shape[1] + tokens.clamp(min=0)  # (R, J + 1) into the flat scores: no (R, V) copy
-    got = scores.reshape(-1).index_select(0, at.view(-1)).view_as(at)
-    return tokens.clamp(min=0), got.masked_fill(tokens < 0, NEG_INF)
+    closed = cons.placed & (cons.budget <= 0) & (cons.matched == 0)  # (N, J) a placed term starts only inside its
+    nxt = cons.following.masked_fill(cons.met | closed, -1)  # window
+    best = scores.argmax(1) if best is None else best
+    tokens = torch.cat([nxt, best[:, None]], 1)  # (N, J + 1)
+    safe = tokens.clamp(min=0)
+    got = scores.gather(1, safe).masked_fill_(tokens < 0, NEG_INF)  # (N, J + 1): no (N, V) copy
+    return safe.index_select(0, rows), got.index_select(0, rows)
 
 
 def allocate(score: Tensor, bank: Tensor) -> Tensor:
     """The order in which a group's candidates (G, K) take its places: round-robin over banks, fullest first, each
     bank's best first; candidates that score -inf last. Returns (G, K) positions into the candidates."""
-    k = score.shape[1]
     by_score = score.argsort(dim=1, descending=True, stable=True)  # (G, K)
     b = bank.gather(1, by_score)
-    same = b[:, :, None] == b[:, None, :]  # (G, K, K): candidates of the same bank
-    before = torch.ones(k, k, dtype=torch.bool, device=score.device).tril(-1)  # j before i in score order
-    rank = (same & before[None]).sum(2)  # (G, K) the candidate's place within its bank
+    same = (b[:, :, None] == b[:, None, :]).tril(-1)  # (G, K, K): candidates of the same bank, j before i
+    rank = same.sum(2)  # (G, K) the candidate's place within its bank
     top = bank.amax(1, keepdim=True) + 1
-    key = (rank * top + (top - 1 - b)).double()
-    key = key.masked_fill(score.gather(1, by_score) == NEG_INF, float("inf"))
+    key = rank * top + (top - 1 - b)
+    key = key.masked_fill(score.gather(1, by_score) == NEG_INF, torch.iinfo(key.dtype).max)
     return by_score.gather(1, key.argsort(dim=1, stable=True))
 
 
@@ -331,18 +347,15 @@ def candidates(
     g, w, e = beams.groups, beams.width, tokens.shape[1]
     base = cum.index_select(0, rows)[:, None]  # (Nb, 1)
     got = (got + base).masked_fill_(base <= DEAD / 2, NEG_INF)  # a DEAD row's (a place not taken): never candidates
-    grid = got.new_full((g * w, e), NEG_INF).index_copy_(0, beams.slots, got)
-    tok = tokens.new_zeros(g * w, e).index_copy_(0, beams.slots, tokens)
-    place = torch.arange(w, device=tokens.device).repeat(g)[:, None].expand(-1, e)  # (G*W, J+1)
-    score = torch.cat([top[0], grid.view(g, -1)], 1)  # (G, K)
-    parent = torch.cat([top[1], place.reshape(g, -1)], 1)
-    token = torch.cat([top[2], tok.view(g, -1)], 1)
-    key = parent * scores.shape[1] + token  # a candidate is (parent, token): keep one of each
-    order = key.argsort(dim=1, stable=True)
-    sorted_key = key.gather(1, order)
-    dup = torch.zeros_like(sorted_key, dtype=torch.bool)
-    dup[:, 1:] = sorted_key[:, 1:] == sorted_key[:, :-1]
-    score = score.scatter(1, order, score.gather(1, order).masked_fill(dup, NEG_INF))
+    if not beams.full:  # rows into the (G*W, J+1) grid, -inf past a narrower group's
+        got = got.new_full((g * w, e), NEG_INF).index_copy_(0, beams.slots, got)
+        tokens = tokens.new_zeros(g * w, e).index_copy_(0, beams.slots, tokens)
+    place = (torch.arange(w * e, device=tokens.device) // e).expand(g, -1)  # (G, W*(J+1)) each one's parent place
+    score = torch.cat([top[0], got.view(g, -1)], 1)  # (G, K)
+    parent = torch.cat([top[1], place], 1)
+    token = torch.cat([top[2], tokens.view(g, -1)], 1)
+    key = parent * scores.shape[1] + token  # a candidate is (parent, token): keep the first of each
+    score = score.masked_fill((key[:, :, None] == key[:, None, :]).tril(-1).any(2), NEG_INF)  # (an earlier one's)
     at = (beams.knobs.first[:, None] + parent).clamp(max=scores.shape[0] - 1)  # (G, K) rows (padding: any, -inf)
     matched, met = cons.after(at, token, words, best)
     lost = cons.lost[at]  # (G, K, J) constraints its parent can no longer meet

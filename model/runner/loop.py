@@ -218,7 +218,8 @@ def _last_launched(seq: Seq) -> bool:
 @dataclass(frozen=True)
 class Plan:
     """What a step's device work reads besides its tensors: the model's config, the positions a beam reorder copies
-    per row, and whether it copies only the rows whose parent is another row (a CPU has no device to wait for)."""
+    per row, and whether it reads device values on the host to skip work (a CPU has no device to wait for): it copies
+    only the rows whose parent is another row and merges finished beams only when some finish."""
 
     cfg: ModelConfig
     copied: int
@@ -243,7 +244,7 @@ def work(plan: Plan, refs: tuple[Tensor, Tensor, Tensor], args: tuple) -> tuple:
         if align is not None:  # placed terms: where the decoder looks, and whether it would end the sentence here
             best = scores.argmax(1)  # (N,)
             mid_word = words.joins[best] if words is not None else None
-            cons = cons.opened(align, mid_word).ended(best == cfg.eos_id)
+            cons = cons.opened(align, mid_word, best == cfg.eos_id)
         best = constraints.ban(scores, cons, cfg.eos_id, words, best, forced)
     picked, moves, n = pick(scores, logprobs, table, steps, best), None, scores.shape[0]
     own = best if best is not None else picked.tokens  # (N,) every row's argmax, or None
@@ -252,7 +253,7 @@ def work(plan: Plan, refs: tuple[Tensor, Tensor, Tensor], args: tuple) -> tuple:
         candidates = beam_candidates(scores, search.cum, search.rank, table.beam)
         if cons is not None:
             candidates, progress = constraints.candidates(candidates, scores, search.cum, cons, table.beam, own, words)
-        search, moves = beam_step(search, candidates, table.beam.knobs_at(steps), cfg.eos_id, forced_logp)
+        search, moves = beam_step(search, candidates, table.beam.knobs_at(steps), cfg.eos_id, forced_logp, plan.sparse)
     parents, source, tokens = _moved(picked.tokens, moves, table, n, scores.device)
     if moves is not None:  # beam rows take their parents' self-attention K/V, by device index
         at = table.beam.rows

@@ -22,7 +22,8 @@ from model.runner.transfer import upload, upload_parts
 class Beams:
     """The beam groups' constants (G,) and where their rows lie: every beam row (Nb,) (None: every row is one), its
     place in the (G, W) candidate grid and its flat index (group * places + place) into the beam moves; the groups,
-    the widest and the largest beam size on the host."""
+    the widest, the largest beam size and whether every group is the widest (the grid is the rows in order) on the
+    host."""
 
     knobs: Knobs  # its `steps` unset: they come from the cache at each step
     rows: Tensor | None
@@ -31,6 +32,7 @@ class Beams:
     groups: int
     width: int
     size: int
+    full: bool
 
     def knobs_at(self, steps: Tensor) -> Knobs:
         """The knobs of a step that every row launches `steps` (N,) positions in."""
@@ -130,7 +132,8 @@ def _beams(t: dict[str, Tensor], groups: list[Seq], beams: list[tuple[int, int]]
     knobs = Knobs(size, limit, None, first, ranked, cols[4], cols[5] > 0, cols[6] > 0)
     rows = t["beam_rows"].long() if "beam_rows" in t else None
     width, most = max(w for _, w in beams), max(g.params.beam_size for g in groups if g.beam)
-    return Beams(knobs, rows, t["slots"].long(), t["flat"].long(), len(beams), width, most)
+    full = all(w == width for _, w in beams)
+    return Beams(knobs, rows, t["slots"].long(), t["flat"].long(), len(beams), width, most, full)
 
 
 def _beam_parts(
