@@ -163,7 +163,9 @@ class DecodeLoop:
             logits, align = self.runner.step_logits(st), None
         st.count_step()
         graphs = self.runner.work
-        plan = Plan(cfg, graphs.span(st.max_length, st.pool.sizes[1]), st.device.type == "cpu")
+        cpu = st.device.type == "cpu"
+        runs = _runs(table.beams) if cpu and table.beam is not None and table.beam.rows is not None else None
+        plan = Plan(cfg, graphs.span(st.max_length, st.pool.sizes[1]), cpu, runs)
         refs = (st.pool.positions[: st.rows], st.pool.k, st.pool.v)
         args = (logits, table, st.search, cons, forced, align, self.words if cons is not None else None)
         placed_or_forced = align is not None or (cons is not None and forced is not None)
@@ -215,15 +217,28 @@ def _last_launched(seq: Seq) -> bool:
     return not seq.beam and seq.steps >= seq.params.max_new_tokens
 
 
+def _runs(beams: list[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
+    """The rows of beam groups (first row, width each, in row order) as runs of consecutive rows (start, end)."""
+    runs: list[tuple[int, int]] = []
+    for first, width in beams:
+        if runs and runs[-1][1] == first:
+            runs[-1] = (runs[-1][0], first + width)
+        else:
+            runs.append((first, first + width))
+    return tuple(runs)
+
+
 @dataclass(frozen=True)
 class Plan:
     """What a step's device work reads besides its tensors: the model's config, the positions a beam reorder copies
-    per row, and whether it reads device values on the host to skip work (a CPU has no device to wait for): it copies
-    only the rows whose parent is another row and merges finished beams only when some finish."""
+    per row, whether it reads device values on the host to skip work (a CPU has no device to wait for): it copies
+    only the rows whose parent is another row and merges finished beams only when some finish; and on a CPU, where
+    beam rows mix with others, the beam rows as runs of consecutive rows (start, end), processed in place."""
 
     cfg: ModelConfig
     copied: int
     sparse: bool
+    runs: tuple[tuple[int, int], ...] | None = None
 
 
 def work(plan: Plan, refs: tuple[Tensor, Tensor, Tensor], args: tuple) -> tuple:
@@ -238,7 +253,7 @@ def work(plan: Plan, refs: tuple[Tensor, Tensor, Tensor], args: tuple) -> tuple:
     logits, table, search, cons, forced, align, words = args
     cfg = plan.cfg
     steps = positions - 1  # (N,) steps each row had launched before this one
-    scores, logprobs, forced_logp = _process(logits.float(), cfg, table, steps, search.history, forced)
+    scores, logprobs, forced_logp = _process(logits.float(), cfg, table, steps, search.history, forced, plan.runs)
     best = None  # (N,) every row's argmax, where the constraints need it before the choice
     if cons is not None:
         if align is not None:  # placed terms: where the decoder looks, and whether it would end the sentence here
@@ -269,19 +284,24 @@ def work(plan: Plan, refs: tuple[Tensor, Tensor, Tensor], args: tuple) -> tuple:
 
 
 def _process(
-    logits: Tensor, cfg: ModelConfig, table: RowTable, steps: Tensor, history: Tensor, forced: Tensor | None
-) -> tuple[Tensor, Tensor | None, Tensor | None]:
+    logits: Tensor, cfg: ModelConfig, table: RowTable, steps: Tensor, history: Tensor, forced: Tensor | None,
+    runs: tuple[tuple[int, int], ...] | None = None,
+) -> tuple[Tensor, Tensor | None, Tensor | None]:  # fmt: skip
     """Logit processing: the scores the choice ranks (log-probabilities for beam rows, logits for the others) after
     every per-row processor (each row `steps` (N,) tokens into its output; `forced` tokens (N,), -1: none), the
     log-probabilities when any row keeps scores, and where beam rows are forced a token, its log-probability before
     the forcing scored it 0 (N,) (NaN: not forced; the other rows' values are logits, never read), which the beam
-    keeps beside its tokens."""
+    keeps beside its tokens. `runs`: the beam rows as runs of consecutive rows, where given (a CPU)."""
     every_beam = table.beam_rows == logits.shape[0]
     logprobs = None
     if table.beam_rows and (every_beam or not table.one_row_scored):  # only beam rows keep log-probabilities
         at = table.beam.rows
         if at is None:  # written over the logits, no second (N, V) buffer (64 x 256k: 66 MB a step)
             scores = logprobs = torch.log_softmax(logits, -1, out=logits)
+        elif runs is not None:  # run by run in place: no copies of the beam rows (each row's own, the same numbers)
+            for start, end in runs:
+                torch.log_softmax(logits[start:end], -1, out=logits[start:end])
+            scores = logprobs = logits
         else:  # the beam rows' written over theirs; the other rows' logits, which nothing books, stay
             scores = logprobs = logits.index_copy_(0, at, logits.index_select(0, at).log_softmax(-1))
     elif table.scored:
