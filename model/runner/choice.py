@@ -26,12 +26,15 @@ class Picked:
     confident: bool = False  # then each row's confidence signals (`signals`): log-probability, entropy
 
 
-def pick(scores: Tensor, logprobs: Tensor | None, table: RowTable, steps: Tensor, best: Tensor | None = None
-         ) -> Picked:  # fmt: skip
+def pick(scores: Tensor, logprobs: Tensor | None, table: RowTable, steps: Tensor, best: Tensor | None = None,
+         top: Tensor | None = None) -> Picked:  # fmt: skip
     """The device part of the choice for the rows that take one token: greedy argmax and sampling (each row `steps`
-    (N,) tokens into its output; `best` (N,): every row's argmax where the step has it already)."""
+    (N,) tokens into its output; `best` and `top` (N,): every row's argmax and largest score where the step has them
+    already, the latter right for these rows)."""
     if table.beam_rows == scores.shape[0]:
         return Picked(None, [], False)
+    if best is None and table.confident:  # the largest scores with the argmax, for the signals (one pass)
+        top, best = scores.max(-1)
     tokens = scores.argmax(-1) if best is None else best  # (N,) first maximum; beam rows' entries go unused
     if table.sampled_at is not None:
         at = table.sampled_at
@@ -41,20 +44,21 @@ def pick(scores: Tensor, logprobs: Tensor | None, table: RowTable, steps: Tensor
     if logprobs is not None:
         parts.append(logprobs.gather(1, tokens[:, None])[:, 0])
     if table.confident and table.one_rows is None:
-        parts.extend(signals(scores, tokens))
+        parts.extend(signals(scores, tokens, top))
     elif table.confident:  # only the rows that take one token: a beam output is rated from its score
         at = table.one_rows
-        got = signals(scores.index_select(0, at), tokens.index_select(0, at))
+        got = signals(*(x if x is None else x.index_select(0, at) for x in (scores, tokens, top)))
         parts.extend(scores.new_zeros(scores.shape[0]).index_copy_(0, at, x) for x in got)  # (N,) each
     return Picked(tokens, parts, logprobs is not None, table.confident)
 
 
-def signals(scores: Tensor, tokens: Tensor) -> tuple[Tensor, Tensor]:
+def signals(scores: Tensor, tokens: Tensor, top: Tensor | None = None) -> tuple[Tensor, Tensor]:
     """What a row's choice says of its certainty, from the scores it ranked (N, V) and its token (N,): the token's
-    log-probability and the distribution's entropy (N,) each (Fomicheva et al. 2020's glass-box signals). Without a
-    log-softmax: one exp pass and one product (entropy = log Z - E[score - best]); 64 x 8000 on 2 CPU cores: 0.27 ms
-    against 2.3 ms for log-softmax, exp and entr with a top-2 margin (measured; the margin added little, so it went)."""
-    best = scores.amax(-1)  # (N,)
+    log-probability and the distribution's entropy (N,) each (Fomicheva et al. 2020's glass-box signals; `top` (N,):
+    each row's largest score where known). Without a log-softmax: one exp pass and one product (entropy = log Z -
+    E[score - best]); 64 x 8000 on 2 CPU cores: 0.27 ms against 2.3 ms for log-softmax, exp and entr with a top-2
+    margin (measured; the margin added little, so it went)."""
+    best = scores.amax(-1) if top is None else top  # (N,)
     shifted = scores - best[:, None]  # (N, V) <= 0; -inf where a processor banned a token
     weights = shifted.exp()  # unnormalised probabilities
     total = weights.sum(-1)

@@ -254,14 +254,14 @@ def work(plan: Plan, refs: tuple[Tensor, Tensor, Tensor], args: tuple) -> tuple:
     cfg = plan.cfg
     steps = positions - 1  # (N,) steps each row had launched before this one
     scores, logprobs, forced_logp = _process(logits.float(), cfg, table, steps, search.history, forced, plan.runs)
-    best = None  # (N,) every row's argmax, where the constraints need it before the choice
+    best = top = None  # (N,) every row's argmax and largest score, where the constraints need it before the choice
     if cons is not None:
         if align is not None:  # placed terms: where the decoder looks, and whether it would end the sentence here
-            best = scores.argmax(1)  # (N,)
+            top, best = scores.max(1)  # (N,) each; the bans change no largest score of a row that takes one token
             mid_word = words.joins[best] if words is not None else None
             cons = cons.opened(align, mid_word, best == cfg.eos_id)
         best = constraints.ban(scores, cons, cfg.eos_id, words, best, forced)
-    picked, moves, n = pick(scores, logprobs, table, steps, best), None, scores.shape[0]
+    picked, moves, n = pick(scores, logprobs, table, steps, best, top), None, scores.shape[0]
     own = best if best is not None else picked.tokens  # (N,) every row's argmax, or None
     progress = None  # (G, K, J) twice: the constrained candidates' matched and met
     if table.beam:
