@@ -245,7 +245,7 @@ def step(
     chosen = live & (live.cumsum(1) <= k.beam[:, None])
     n = chosen.sum(1)  # (G,) beams that go on
     pos = chosen.argsort(dim=1, descending=True, stable=True)[:, :b]  # (G, B) the chosen, best first, then the rest
-    c_score, c_parent, c_token = score.gather(1, pos), parent.gather(1, pos), token.gather(1, pos)
+    c_score, c_parent = score.gather(1, pos), parent.gather(1, pos)
     place = torch.arange(b, device=n.device)
     taken = place < n[:, None]  # (G, B) the places of the beams that go on
     c_score = torch.where(taken, c_score, DEAD)  # places not taken: inert
@@ -263,9 +263,10 @@ def step(
     hopeless = k.early | ~(best.double() / scale > worst)  # transformers' "cannot improve"
     done = (n == 0) | ((worst > NEG_INF) & hopeless) | ~state.alive
     inv = _slots(c_parent, n, taken).argsort(1)  # (G, B) new row s holds chosen candidate inv[s]
-    parent, token = c_parent.gather(1, inv), c_token.gather(1, inv)
+    at = pos.gather(1, inv)  # (G, B) each new row's candidate
+    parent, token = c_parent.gather(1, inv), token.gather(1, at)
     state, stable, window = _stable(state, parent, token, taken, done, k, length)
-    return state, Moves(done, n, parent, token, c_score.gather(1, inv), inv, stable, window, pos.gather(1, inv))
+    return state, Moves(done, n, parent, token, c_score.gather(1, inv), inv, stable, window, at)
 
 
 def _finish(
@@ -309,10 +310,11 @@ def _slots(parent: Tensor, n: Tensor, used: Tensor) -> Tensor:
     stays = used & (parent < n[:, None]) & ~earlier.any(2)
     taken = parent.new_zeros(parent.shape[0], b + 1, dtype=torch.bool)
     taken.scatter_(1, torch.where(stays, parent, b), True)
-    free = torch.where(~taken[:, :b] & used, j, b + j).argsort(1)  # (G, B) free rows first, in order
+    later = b + j  # (B,) keys that sort after every row
+    free = torch.where(~taken[:, :b] & used, j, later).argsort(1)  # (G, B) free rows first, in order
     nth = ((~stays & used).cumsum(1) - 1).clamp(min=0)
     slot = torch.where(stays, parent, free.gather(1, nth))
-    return torch.where(used, slot, b + j)
+    return torch.where(used, slot, later)
 
 
 def _stable(

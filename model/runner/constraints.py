@@ -129,9 +129,10 @@ class Constraints:
         """(N, J) long: each constraint's token after those matched (its first when none is)."""
         return self.tokens.gather(2, self.matched.clamp(max=self.tokens.shape[2] - 1)[:, :, None])[:, :, 0]
 
-    def _replace(self, **changes: Tensor) -> Constraints:
-        """These columns with `changes` (not the spans: `placed` is kept)."""
-        new = dataclasses.replace(self, **changes)
+    def _with(self, budget: Tensor, looking: Tensor) -> Constraints:
+        """These columns with a new budget and looking (`placed`, once computed, kept: the spans are the same)."""
+        new = Constraints(self.tokens, self.length, self.matched, self.met, self.span, budget, self.fresh, looking,
+                          self.twins)  # fmt: skip
         if "placed" in self.__dict__:
             new.__dict__["placed"] = self.placed
         return new
@@ -150,8 +151,8 @@ class Constraints:
         peak = align.argmax(1, keepdim=True)  # (N, 1)
         before_end = peak < end
         reached = (to_end - to_start >= ALIGN_MASS) | ((start <= peak) & before_end)
-        last = (align > 0).long().cumsum(1).argmax(1, keepdim=True)  # (N, 1) the last source token (padding weighs 0)
-        opening = self.placed & (self.budget < 0) & reached
+        last = (align > 0).cumsum(1).argmax(1, keepdim=True)  # (N, 1) the last source token (padding weighs 0)
+        opening = (self.budget < 0) & reached  # (an unplaced span, -1 throughout, reaches nothing)
         between = None if mid_word is None else ~mid_word[:, None]  # (N, 1)
         at_end = peak == last if between is None else (peak == last) & between  # (N, 1)
         not_met = ~self.met
@@ -160,11 +161,11 @@ class Constraints:
             passed |= ends[:, None]
         passed &= self.placed & (self.matched == 0) & not_met
         budget = torch.where(opening, WINDOW_WORDS, self.budget).masked_fill_(passed, 0)
-        looking = self.placed & (own <= peak) & before_end
+        looking = (own <= peak) & before_end
         looking &= not_met | (to_end - to_own >= AGAIN_MASS)  # a term met: looked at hard
         if between is not None:  # a term not met starts between words only ("una pe pestaña" otherwise)
             looking &= self.met | between
-        return self._replace(budget=budget, looking=looking)
+        return self._with(budget, looking)
 
     def replayed(self, tokens: Tensor, align: Tensor | None, words: Words | None, eos_id: int) -> Constraints:
         """These rows after each took its forced tokens (N, P) (-1 past its prefix), one a step, as decode steps leave
@@ -185,7 +186,7 @@ class Constraints:
         """These rows where the model's own next token `ends` (N,) bool is EOS: every placed term not under way has
         passed there (it would only come after the sentence)."""
         passed = self.placed & ends[:, None] & (self.matched == 0) & ~self.met
-        return self._replace(budget=self.budget.masked_fill(passed, 0))
+        return self._with(self.budget.masked_fill(passed, 0), self.looking)
 
     def select(self, rows: Tensor) -> Constraints:
         """Rows `rows` (old indices, in their new order)."""
@@ -245,13 +246,15 @@ class Constraints:
         return Constraints(pick(self.tokens), pick(self.length), matched, met, pick(self.span), budget, fresh, looking,
                            pick(self.twins))  # fmt: skip
 
-    def chosen(self, progress: tuple[Tensor, Tensor], moves: Moves, beams: Beams) -> tuple[Tensor, Tensor]:
-        """Every row's matched and met (N, J) after a beam step, from its candidates' `progress` (each (G, K, J), as
-        `candidates` gives them): a beam row's are its chosen candidate's, the other rows have no constraints (a
-        constrained request decodes with a beam) and keep theirs."""
+    def chosen(self, progress: tuple[Tensor, Tensor, Tensor], moves: Moves, beams: Beams) -> tuple[Tensor, Tensor]:
+        """Every row's matched and met (N, J) after a beam step, from its candidates' `progress` (as `candidates`
+        gives it: matched and met (G, K, J), and the order the candidates take the places in (G, K)): a beam row's are
+        its chosen candidate's, the other rows have no constraints (a constrained request decodes with a beam) and
+        keep theirs."""
+        matched, met, order = progress
         j, flat = self.length.shape[1], beams.flat
-        at = moves.chosen.clamp(max=progress[0].shape[1] - 1)[:, :, None].expand(-1, -1, j)  # (G, B, J)
-        mine = [p.gather(1, at).flatten(0, 1).index_select(0, flat) for p in progress]  # (Nb, J) each
+        at = order.gather(1, moves.chosen.clamp(max=order.shape[1] - 1))[:, :, None].expand(-1, -1, j)  # (G, B, J)
+        mine = [p.gather(1, at).flatten(0, 1).index_select(0, flat) for p in (matched, met)]  # (Nb, J) each
         if beams.rows is None:
             return mine[0], mine[1]
         return self.matched.index_copy(0, beams.rows, mine[0]), self.met.index_copy(0, beams.rows, mine[1])
@@ -333,14 +336,15 @@ def allocate(score: Tensor, bank: Tensor) -> Tensor:
 def candidates(
     top: tuple[Tensor, Tensor, Tensor], scores: Tensor, cum: Tensor, cons: Constraints, beams: Beams,
     best: Tensor | None = None, words: Words | None = None,
-) -> tuple[tuple[Tensor, ...], tuple[Tensor, Tensor]]:  # fmt: skip
+) -> tuple[tuple[Tensor, ...], tuple[Tensor, Tensor, Tensor]]:  # fmt: skip
     """Each beam group's candidates in the order they take its places: its best ones `top` (cumulative score, parent
     place, token, each (G, M)) and every row's constraint tokens and own best token (duplicates dropped), allocated
     over banks (the tokens a candidate met, less those of the constraints its parent lost: "No se pudo ... la base de
     datos", which let "servidor" pass, is not in the bank of "El servidor ... la base de dato"), with the count of
     constraints each leaves unmet and the count its parent has lost; and each one's progress, matched and met
-    (G, K, J) (`Constraints.chosen`). Scores (N, V), cumulative scores (N,) and, where the step has them, argmaxes
-    (N,) of every row; `words`: the vocabulary's word starts (a term translated twice is lost, `Constraints.after`)."""
+    (G, K, J) in the candidates' first order, with the order they take the places in (G, K) (`Constraints.chosen`).
+    Scores (N, V), cumulative scores (N,) and, where the step has them, argmaxes (N,) of every row; `words`: the
+    vocabulary's word starts (a term translated twice is lost, `Constraints.after`)."""
     rows = beams.rows if beams.rows is not None else torch.arange(scores.shape[0], device=scores.device)
     best = scores.argmax(1) if best is None else best  # (N,)
     tokens, got = extra_candidates(scores, rows, cons, best)  # (Nb, J + 1)
@@ -361,6 +365,5 @@ def candidates(
     lost = cons.lost[at]  # (G, K, J) constraints its parent can no longer meet
     pick = allocate(score, (cons.bank(matched, met, at) - (cons.length[at] * lost).sum(-1)).clamp_(min=0))
     unmet, lost = (~met).sum(-1), lost.sum(-1)  # (G, K) constraints a candidate leaves unmet, its parent lost
-    by = pick[:, :, None].expand(-1, -1, met.shape[-1])  # (G, K, J)
     chosen = tuple(x.gather(1, pick) for x in (score, parent, token, unmet, lost))
-    return chosen, (matched.gather(1, by), met.gather(1, by))
+    return chosen, (matched, met, pick)

@@ -263,7 +263,7 @@ def work(plan: Plan, refs: tuple[Tensor, Tensor, Tensor], args: tuple) -> tuple:
         best = constraints.ban(scores, cons, cfg.eos_id, words, best, forced)
     picked, moves, n = pick(scores, logprobs, table, steps, best, top), None, scores.shape[0]
     own = best if best is not None else picked.tokens  # (N,) every row's argmax, or None
-    progress = None  # (G, K, J) twice: the constrained candidates' matched and met
+    progress = None  # the constrained candidates' matched and met (G, K, J), and their order (G, K)
     if table.beam:
         candidates = beam_candidates(scores, search.cum, search.rank, table.beam)
         if cons is not None:
