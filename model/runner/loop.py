@@ -299,8 +299,8 @@ def _process(
         if at is None:  # written over the logits, no second (N, V) buffer (64 x 256k: 66 MB a step)
             scores = logprobs = torch.log_softmax(logits, -1, out=logits)
         elif runs is not None:  # run by run in place: no copies of the beam rows (each row's own, the same numbers)
-            for start, end in runs:
-                torch.log_softmax(logits[start:end], -1, out=logits[start:end])
+            for run in (logits[start:end] for start, end in runs):
+                torch.log_softmax(run, -1, out=run)
             scores = logprobs = logits
         else:  # the beam rows' written over theirs; the other rows' logits, which nothing books, stay
             scores = logprobs = logits.index_copy_(0, at, logits.index_select(0, at).log_softmax(-1))
