@@ -306,7 +306,7 @@ def _slots(parent: Tensor, n: Tensor, used: Tensor) -> Tensor:
     in order; unused places sort last."""
     b = parent.shape[1]
     j = torch.arange(b, device=parent.device)
-    earlier = (parent[:, :, None] == parent[:, None, :]).tril(-1)  # (G, B, B) an earlier beam (used: a prefix)
+    earlier = (parent[:, :, None] == parent[:, None, :]) & (j[None, :] < j[:, None])  # (G, B, B) an earlier beam
     stays = used & (parent < n[:, None]) & ~earlier.any(2)
     taken = parent.new_zeros(parent.shape[0], b + 1, dtype=torch.bool)
     taken.scatter_(1, torch.where(stays, parent, b), True)

@@ -69,12 +69,8 @@ def signals(scores: Tensor, tokens: Tensor, top: Tensor | None = None) -> tuple[
 
 
 def pack(parts: list[Tensor]) -> Tensor:
-    """The parts as one tensor for one copy: a lone part as it is, else all flat as float64 (exact for token ids; the
-    first one's float64 makes the concatenation convert the others)."""
-    if len(parts) == 1:
-        return parts[0]
-    flat = [p if p.dim() == 1 else p.flatten() for p in parts]
-    return torch.cat([flat[0].double(), *flat[1:]])
+    """The parts as one tensor for one copy: a lone part as it is, else all flat as float64 (exact for token ids)."""
+    return parts[0] if len(parts) == 1 else torch.cat([p.double().flatten() for p in parts])
 
 
 def unpack(flat: Tensor, picked: Picked, n: int) -> tuple[list[int], list[float] | None, list | None, Tensor]:

@@ -320,17 +320,24 @@ def extra_candidates(
     return safe.index_select(0, rows), got.index_select(0, rows)
 
 
-def allocate(score: Tensor, bank: Tensor) -> Tensor:
+def allocate(score: Tensor, bank: Tensor, before: Tensor | None = None) -> Tensor:
     """The order in which a group's candidates (G, K) take its places: round-robin over banks, fullest first, each
-    bank's best first; candidates that score -inf last. Returns (G, K) positions into the candidates."""
+    bank's best first; candidates that score -inf last (`before`: the (K, K) mask of j < i, where made already).
+    Returns (G, K) positions into the candidates."""
     by_score = score.argsort(dim=1, descending=True, stable=True)  # (G, K)
     b = bank.gather(1, by_score)
-    same = (b[:, :, None] == b[:, None, :]).tril(-1)  # (G, K, K): candidates of the same bank, j before i
-    rank = same.sum(2)  # (G, K) the candidate's place within its bank
+    before = _before(score.shape[1], score.device) if before is None else before  # j before i in score order
+    rank = ((b[:, :, None] == b[:, None, :]) & before).sum(2)  # (G, K) the candidate's place within its bank
     top = bank.amax(1, keepdim=True) + 1
     key = rank * top + (top - 1 - b)
     key = key.masked_fill(score.gather(1, by_score) == NEG_INF, torch.iinfo(key.dtype).max)
     return by_score.gather(1, key.argsort(dim=1, stable=True))
+
+
+def _before(k: int, device: torch.device) -> Tensor:
+    """(K, K) bool: j < i at [i, j] (not a tril, which on a CPU runs every call threaded, grain 0)."""
+    at = torch.arange(k, device=device)
+    return at[None, :] < at[:, None]
 
 
 def candidates(
@@ -359,11 +366,12 @@ def candidates(
     parent = torch.cat([top[1], place], 1)
     token = torch.cat([top[2], tokens.view(g, -1)], 1)
     key = parent * scores.shape[1] + token  # a candidate is (parent, token): keep the first of each
-    score = score.masked_fill((key[:, :, None] == key[:, None, :]).tril(-1).any(2), NEG_INF)  # (an earlier one's)
+    before = _before(key.shape[1], key.device)
+    score = score.masked_fill(((key[:, :, None] == key[:, None, :]) & before).any(2), NEG_INF)  # an earlier one's
     at = (beams.knobs.first[:, None] + parent).clamp(max=scores.shape[0] - 1)  # (G, K) rows (padding: any, -inf)
     matched, met = cons.after(at, token, words, best)
     lost = cons.lost[at]  # (G, K, J) constraints its parent can no longer meet
-    pick = allocate(score, (cons.bank(matched, met, at) - (cons.length[at] * lost).sum(-1)).clamp_(min=0))
+    pick = allocate(score, (cons.bank(matched, met, at) - (cons.length[at] * lost).sum(-1)).clamp_(min=0), before)
     unmet, lost = (~met).sum(-1), lost.sum(-1)  # (G, K) constraints a candidate leaves unmet, its parent lost
     chosen = tuple(x.gather(1, pick) for x in (score, parent, token, unmet, lost))
     return chosen, (matched, met, pick)
