@@ -12,7 +12,7 @@ from model.runner.rows import Beams, RowTable
 
 NEG_INF = float("-inf")
 M32 = 0xFFFFFFFF
-CHUNK = 128  # row_topk's chunk where no divisor of the vocabulary from 64 to 256 fits
+CHUNK = 128  # row_topk's chunk where no divisor of the vocabulary from 64 to 256 fits; row_max's
 
 
 @dataclass
@@ -33,9 +33,9 @@ def pick(scores: Tensor, logprobs: Tensor | None, table: RowTable, steps: Tensor
     already, the latter right for these rows)."""
     if table.beam_rows == scores.shape[0]:
         return Picked(None, [], False)
-    if best is None and table.confident:  # the largest scores with the argmax, for the signals (one pass)
-        top, best = scores.max(-1)
-    tokens = scores.argmax(-1) if best is None else best  # (N,) first maximum; beam rows' entries go unused
+    if best is None:  # the largest scores with the argmax, for the signals
+        top, best = row_max(scores)
+    tokens = best  # (N,) first maximum; beam rows' entries go unused
     if table.sampled_at is not None:
         at = table.sampled_at
         drawn = sample(scores.index_select(0, at), table.warp, table.seeds, steps.index_select(0, at), table.filtered)
@@ -107,6 +107,23 @@ def beam_candidates(scores: Tensor, cum: Tensor, ranks: Tensor, beams: Beams) ->
     ]
     pick = by_key.gather(1, by_score)  # (G, M) positions in the group's grid, best first
     return grid.gather(1, pick), pick // per_row, keys.gather(1, pick) % vocab
+
+
+def row_max(x: Tensor) -> tuple[Tensor, Tensor]:
+    """Each row's largest value and its first index (N,) each, as `max(-1)`; on a CPU in two stages, as torch's CPU
+    argmax is not vectorized (113 x 8064 floats: 760 us on one thread, 390 on two, against 67 and 37 for amax over
+    chunks of 128): the maxima of chunks of CHUNK (the columns past the last whole one a chunk of their own), the
+    first chunk that holds the row's largest, then the first index of it in that chunk."""
+    vocab = x.shape[1]
+    if x.device.type != "cpu" or vocab < 4 * CHUNK:
+        return x.max(-1)
+    whole = vocab - vocab % CHUNK
+    maxima = x[:, :whole].unflatten(1, (-1, CHUNK)).amax(-1)  # (N, chunks)
+    if whole < vocab:
+        maxima = torch.cat([maxima, x[:, whole:].amax(-1, keepdim=True)], 1)
+    top, at = maxima.max(-1)  # (N,) each: the largest, the first chunk that holds it
+    cols = (at[:, None] * CHUNK + torch.arange(CHUNK, device=x.device)).clamp_(max=vocab - 1)  # (N, CHUNK) its columns
+    return top, cols.gather(1, x.gather(1, cols).argmax(-1, keepdim=True))[:, 0]  # (past the end: the last, again)
 
 
 def row_topk(x: Tensor, k: int) -> tuple[Tensor, Tensor]:

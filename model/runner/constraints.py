@@ -31,6 +31,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from model.runner.beams import DEAD, Moves
+from model.runner.choice import row_max
 from model.runner.params import PARKED
 from model.runner.rows import Beams
 from model.runner.transfer import upload
@@ -313,7 +314,7 @@ def extra_candidates(
     argmax of `scores` where the step has it already (the greedy rows' choice, taken over every row)."""
     closed = cons.placed & (cons.budget <= 0) & (cons.matched == 0)  # (N, J) a placed term starts only inside its
     nxt = cons.following.masked_fill(cons.met | closed, -1)  # window
-    best = scores.argmax(1) if best is None else best
+    best = row_max(scores)[1] if best is None else best
     tokens = torch.cat([nxt, best[:, None]], 1)  # (N, J + 1)
     safe = tokens.clamp(min=0)
     got = scores.gather(1, safe).masked_fill_(tokens < 0, NEG_INF)  # (N, J + 1): no (N, V) copy
@@ -353,7 +354,7 @@ def candidates(
     Scores (N, V), cumulative scores (N,) and, where the step has them, argmaxes (N,) of every row; `words`: the
     vocabulary's word starts (a term translated twice is lost, `Constraints.after`)."""
     rows = beams.rows if beams.rows is not None else torch.arange(scores.shape[0], device=scores.device)
-    best = scores.argmax(1) if best is None else best  # (N,)
+    best = row_max(scores)[1] if best is None else best  # (N,)
     tokens, got = extra_candidates(scores, rows, cons, best)  # (Nb, J + 1)
     g, w, e = beams.groups, beams.width, tokens.shape[1]
     base = cum.index_select(0, rows)[:, None]  # (Nb, 1)

@@ -18,7 +18,7 @@ from model.network.config import ModelConfig
 from model.runner import Runner, constraints
 from model.runner.beams import HostMoves, Moves
 from model.runner.beams import step as beam_step
-from model.runner.choice import Picked, beam_candidates, pack, pick, unpack
+from model.runner.choice import Picked, beam_candidates, pack, pick, row_max, unpack
 from model.runner.constraints import Words
 from model.runner.eager import Eager
 from model.runner.pool import copy_rows
@@ -257,7 +257,7 @@ def work(plan: Plan, refs: tuple[Tensor, Tensor, Tensor], args: tuple) -> tuple:
     best = top = None  # (N,) every row's argmax and largest score, where the constraints need it before the choice
     if cons is not None:
         if align is not None:  # placed terms: where the decoder looks, and whether it would end the sentence here
-            top, best = scores.max(1)  # (N,) each; the bans change no largest score of a row that takes one token
+            top, best = row_max(scores)  # (N,) each; the bans change no largest score of a row that takes one token
             mid_word = words.joins[best] if words is not None else None
             cons = cons.opened(align, mid_word, best == cfg.eos_id)
         best = constraints.ban(scores, cons, cfg.eos_id, words, best, forced)
