@@ -162,14 +162,14 @@ class BeamState:
         score and rank come from `moves` at flat index source[i] (G*B; -1 for the other rows: 0), its token's
         log-probability from the score's increase or, where its parent was forced the token, `forced_logp` (N,)."""
         history, logp = self.history.index_select(0, parents), self.logp.index_select(0, parents)
-        rows = torch.arange(len(parents), device=history.device)
-        history[rows, at] = tokens
+        column = at[:, None]  # (N, 1)
+        history.scatter_(1, column, tokens[:, None])
         if moves is None:
             cum, rank = self.cum.new_zeros(len(parents)), parents.new_zeros(len(parents))
         else:
             cum = F.pad(moves.cum.flatten(), (0, 1))[source]
             rank = F.pad(moves.rank.flatten(), (0, 1))[source]
-            logp[rows, at] = _token_logp(cum, self.cum, parents, forced_logp)
+            logp.scatter_(1, column, _token_logp(cum, self.cum, parents, forced_logp)[:, None])
         return BeamState(history, logp, cum, rank, *self.fields()[ROW_FIELDS:])
 
     def hypotheses(self, groups: list[int], counts: list[int]) -> list[list[Hypothesis]]:
