@@ -130,12 +130,15 @@ class Constraints:
         """(N, J) long: each constraint's token after those matched (its first when none is)."""
         return self.tokens.gather(2, self.matched.clamp(max=self.tokens.shape[2] - 1)[:, :, None])[:, :, 0]
 
-    def _with(self, budget: Tensor, looking: Tensor) -> Constraints:
-        """These columns with a new budget and looking (`placed`, once computed, kept: the spans are the same)."""
+    def _with(self, budget: Tensor, looking: Tensor, pending: Tensor | None = None) -> Constraints:
+        """These columns with a new budget and looking (`placed`, once computed, kept: the spans are the same; `lost`
+        from `pending` (N, J), placed constraints neither under way nor met, where given)."""
         new = Constraints(self.tokens, self.length, self.matched, self.met, self.span, budget, self.fresh, looking,
                           self.twins)  # fmt: skip
         if "placed" in self.__dict__:
             new.__dict__["placed"] = self.placed
+        if pending is not None:
+            new.__dict__["lost"] = pending & (budget == 0)
         return new
 
     def opened(self, align: Tensor, mid_word: Tensor | None = None, ends: Tensor | None = None) -> Constraints:
@@ -160,13 +163,14 @@ class Constraints:
         passed = at_end & ~opening  # the end: passed
         if ends is not None:
             passed |= ends[:, None]
-        passed &= self.placed & (self.matched == 0) & not_met
+        pending = self.placed & (self.matched == 0) & not_met  # (N, J) placed terms neither under way nor met
+        passed &= pending
         budget = torch.where(opening, WINDOW_WORDS, self.budget).masked_fill_(passed, 0)
         looking = (own <= peak) & before_end
         looking &= not_met | (to_end - to_own >= AGAIN_MASS)  # a term met: looked at hard
         if between is not None:  # a term not met starts between words only ("una pe pestaña" otherwise)
             looking &= self.met | between
-        return self._with(budget, looking)
+        return self._with(budget, looking, pending)
 
     def replayed(self, tokens: Tensor, align: Tensor | None, words: Words | None, eos_id: int) -> Constraints:
         """These rows after each took its forced tokens (N, P) (-1 past its prefix), one a step, as decode steps leave
