@@ -12,7 +12,7 @@ from torch import Tensor
 from model.network.step import Groups, StepInputs
 
 GROW = 32  # self-attention positions added when a row needs more
-SMALL_COPY = 1 << 20  # bytes of a buffer's rows copied for all layers at once (fewer ops); more go layer by layer
+SMALL_COPY = 1 << 22  # bytes of a buffer's rows copied for all layers at once (fewer ops); more go layer by layer
 
 
 def grown(x: Tensor, sizes: dict[int, int]) -> Tensor:
@@ -29,9 +29,9 @@ def grown(x: Tensor, sizes: dict[int, int]) -> Tensor:
 
 def copy_rows(buffers: tuple[Tensor, ...], dst: Tensor, src: Tensor, used: int) -> None:
     """Rows dst[i] of each (L, R, H, T, D) buffer take rows src[i]'s first `used` positions, whole rows once most
-    positions are used (one block each): all layers in one index of the layers' rows when the copy is small (at most
-    SMALL_COPY bytes: 1.2-1.6x faster on a CPU at 2-6 rows, fewer ops), else layer by layer (1.3-1.7x faster than
-    indexing all at once, and past ~2 MB than one index of the layers' rows)."""
+    positions are used (one block each): all layers in one index of the layers' rows when the copy is at most
+    SMALL_COPY bytes (fewer ops: 1.2-1.6x faster at 2-6 rows on one CPU thread; up to 4 MiB no slower in the glossary
+    benchmark's steps, faster on two threads), else layer by layer (1.3-1.7x faster than indexing all at once)."""
     layers, rows, heads, positions, dim = buffers[0].shape
     whole = 3 * used >= 2 * positions
     if len(dst) * layers * heads * (positions if whole else used) * dim * buffers[0].element_size() <= SMALL_COPY:
