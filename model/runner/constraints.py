@@ -148,14 +148,16 @@ class Constraints:
         appended after the sentence; `mid_word` (N,) bool: rows whose model goes on with its word, where a glance at
         the source's EOS, a common resting place of attention, is not the sentence's end: "Reinic|ia|r"), and where
         the model's own next token `ends` (N,) bool (given) is EOS, as `ended` after it."""
-        j, s = self.span.shape[1], align.shape[1]
-        start, own, end = self.span.clamp(min=0).unbind(-1)  # (N, J) each
+        s = align.shape[1]
+        span = self.span.clamp(min=0)  # (N, J, 3)
+        start, own, end = span.unbind(-1)  # (N, J) each
         mass = F.pad(align.float().cumsum(1), (1, 0))  # (N, S + 1)
-        to_start, to_end, to_own = mass.gather(1, torch.cat([start, end, own], 1).clamp_(max=s)).split(j, 1)  # (N, J)
+        to_start, to_own, to_end = mass.gather(1, span.flatten(1).clamp_(max=s)).view_as(span).unbind(-1)  # (N, J)
         peak = align.argmax(1, keepdim=True)  # (N, 1)
         before_end = peak < end
         reached = (to_end - to_start >= ALIGN_MASS) | ((start <= peak) & before_end)
-        last = (align > 0).cumsum(1).argmax(1, keepdim=True)  # (N, 1) the last source token (padding weighs 0)
+        at = torch.arange(s, device=align.device)
+        last = ((align > 0) * at).amax(1, keepdim=True)  # (N, 1) the last source token (padding weighs 0)
         opening = (self.budget < 0) & reached  # (an unplaced span, -1 throughout, reaches nothing)
         between = None if mid_word is None else ~mid_word[:, None]  # (N, 1)
         at_end = peak == last if between is None else (peak == last) & between  # (N, 1)
