@@ -223,9 +223,11 @@ def said(
     """Where the words right after the term at [at, end) of `tokens` that say its source again end, or None: the longest
     run of the AFTER words after it that align to the term's own source words (`aligned`: each token's source position),
     one of them a word of its own (four letters: not "de" alone) that the model would write in the term's place
-    (`stands`), "Mi jefa de jefe quiere" for "My boss wants"; or the one word after it, aligned to the source's end
-    (where attention rests), that the model finds ECHO nats likelier after the term than after its own word `own` for
-    it, "El auto carro está" for "The car is". A term's own occurrence (starting at one of `terms`) ends the run."""
+    (`stands`), "Mi jefa de jefe quiere" for "My boss wants", or the run aligned only where the term is not
+    (`elsewhere`), "Espera en el semáforo ligero" for "Wait at the traffic light"; or the one word after it, aligned to
+    the source's end (where attention rests), that the model finds ECHO nats likelier after the term than after its
+    own word `own` for it, "El auto carro está" for "The car is". A term's own occurrence (starting at one of `terms`)
+    ends the run."""
     words, run = word_spans(tokens, end, vocab)[:AFTER], []
     for a, b in words:
         if a in terms or (run and a != run[-1][1]) or (not run and a != end):
@@ -234,12 +236,24 @@ def said(
             break
         run.append((a, b))
     own_words = [tuple(tokens[a:b]) for a, b in run if len(vocab.spelled(tokens[a:b])) >= 4]
+    if own_words and elsewhere(aligned, at, end, run, span[2]):
+        return run[-1][1]
     if own_words and stands(runner, src, tokens[:at], max(own_words, key=len)):
         return run[-1][1]
     if words and words[0][0] == end and all(p == len(src) - 1 for p in aligned[words[0][0] : words[0][1]]):
         if echoes(runner, src, tokens, at, end, own, vocab):
             return words[0][1]
     return None
+
+
+def elsewhere(aligned: list[int], at: int, end: int, run: list[tuple[int, int]], after: int) -> bool:
+    """Whether the run of words after the term at [at, end), inside the term's source, aligns only to source tokens the
+    term's own tokens do not align to: a source of two words or more said word by word once the term has said it whole
+    ("semáforo ligero" for "traffic light", "ligero" at "light"; "El partido del soccer" for "The soccer game"). Not
+    while the source token right after the term's source (`after`) has no output token of its own: the run may be
+    its translation read a token early ("el estacionamiento detrás del hotel", "detrás" at "lot" of "parking lot
+    behind")."""
+    return after in aligned and not set(aligned[at:end]) & {p for a, b in run for p in aligned[a:b]}
 
 
 def stands(runner: Runner, src: list[int], before: list[int], word: tuple[int, ...]) -> bool:

@@ -94,6 +94,23 @@ def test_words_after_a_term_that_align_to_its_source_are_its_source_said_again(m
     assert said([1, 2, 2, 2, 2, 3, 4, 5]) is None  # the model would not write it in the term's place
 
 
+def test_words_after_a_term_aligned_to_another_word_of_its_source_are_its_source_said_again(monkeypatch):
+    # catches: a run kept that translates a word of the term's source the term does not align to ("Espera en el
+    # semáforo ligero.": "semáforo" at "traffic", "ligero" at "light"), or one cut that shares the term's source tokens
+    # though the model would not write it in the term's place, a lone "de", or a run cut that may translate the next
+    # source word ("el estacionamiento detrás del hotel": "detrás" at "lot", "behind" without a word of its own)
+    monkeypatch.setattr(unfinished, "stands", lambda *args: False)
+    src = [20, 21, 22, 23, 24, 25, 1]  # the term's source is positions 2 and 3 (its span (1, 2, 4)); 6 is EOS
+    tokens = [EL, *ANDEN, DE, PLATAFORMA, EN, MEDIODIA, DOT]  # "el andén de plataforma en mediodía."
+    said = lambda aligned: unfinished.said(  # noqa: E731 (no runner: no word aligns to EOS)
+        None, src, tokens, 1, 3, aligned, (1, 2, 4), {1}, (PLATAFORMA,), VOCAB
+    )
+    assert said([1, 2, 2, 3, 3, 4, 4, 5]) == 5  # "de plataforma" at 3, the term at 2: "el andén en mediodía."
+    assert said([1, 2, 3, 3, 3, 4, 4, 5]) is None  # the term at 3 too
+    assert said([1, 2, 2, 3, 4, 4, 4, 5]) is None  # only "de" inside the source
+    assert said([1, 2, 2, 3, 3, 5, 5, 5]) is None  # no output token at 4: the run may be its, read a token early
+
+
 def test_a_term_said_again_is_decoded_again_with_those_words_cut(monkeypatch):
     # catches: the words cut kept, the rest lost, or the term left to be placed again by its span
     monkeypatch.setattr(unfinished, "stands", lambda *args: True)
