@@ -6,7 +6,7 @@ the requests carry 2 terms against the same batch without, and a request without
     python -m bench.glossary build   # (re)make bench/data/glossary_terms.tsv (needs debian-handbook, freedict)
     python -m bench.glossary         # measure, print and write the section of docs/benchmarks.md
     python -m bench.glossary cost    # the cost alone (offline), printed
-    python -m bench.glossary quality [--beam N] [--set eval|check|short] [--split test]
+    python -m bench.glossary quality [--beam N] [--set eval|check|short|twoword] [--split test]
                                      # offline: how well the outputs with terms read (bench/glossary_quality.py)
 
 The term test set: sentences of the held-out everyday phrases and Debian Handbook test pairs whose reference uses a
@@ -260,7 +260,7 @@ def term_outputs(rows: list[gq.Row], beam: int, workdir: Path, url: str | None =
 def quality(args) -> int:
     """Translate a set's sentences plain and with their terms, print the metrics and sample outputs, keep the
     outputs as JSON (`python -m bench.glossary_quality FILE` scores them again)."""
-    split = args.split or {"check": "check", "short": "short"}.get(args.set, "test")
+    split = args.split or {"check": "check", "short": "short", "twoword": "twoword"}.get(args.set, "test")
     rows = gq.read(gq.SETS[args.set], None if split == "all" else split)
     start = time.perf_counter()
     args.workdir.mkdir(parents=True, exist_ok=True)

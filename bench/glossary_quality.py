@@ -1,7 +1,8 @@
 """Glossary outputs that read well, measured (issue 42): the hand-written en->es term sets
 (bench/data/glossary_eval.tsv, split dev/test, the independent bench/data/glossary_check.tsv, and
-bench/data/glossary_short.tsv: abbreviations the model reads as the start of its own longer word) and the metrics that
-catch the ways a forced term spoils a sentence. Pure Python (sacrebleu for chrF): no model, no server.
+bench/data/glossary_short.tsv: abbreviations the model reads as the start of its own longer word;
+bench/data/glossary_twoword.tsv: one-word terms for two-word sources) and the metrics that catch the ways a forced term
+spoils a sentence. Pure Python (sacrebleu for chrF): no model, no server.
 
 Each TSV row: split, English, a reference that uses the terms verbatim, and 1-3 terms `source=target=replaced=gender`
 joined by ` | `: the English term, the Spanish term the output must hold (as written: capitalised where it begins
@@ -44,11 +45,12 @@ import sacrebleu
 
 DATA = Path(__file__).resolve().parent / "data"
 EVAL, CHECK, SHORT = DATA / "glossary_eval.tsv", DATA / "glossary_check.tsv", DATA / "glossary_short.tsv"
-SETS = {"eval": EVAL, "check": CHECK, "short": SHORT}  # short: abbreviations ("profe" for "profesor"), checked apart
+TWOWORD = DATA / "glossary_twoword.tsv"  # one-word terms for two-word sources ("semáforo" for "traffic light")
+SETS = {"eval": EVAL, "check": CHECK, "short": SHORT, "twoword": TWOWORD}  # short: abbreviations, checked apart
 HEADER = "split\tenglish\treference\tterms"
 GENDERS = ("m", "f", "mp", "fp", "c", "cp", "-")
 COMMON = {"c": ("m", "f"), "cp": ("mp", "fp")}  # a common-gender noun: either article is right
-SPLITS = ("dev", "test", "check", "short")
+SPLITS = ("dev", "test", "check", "short", "twoword")
 REACH = 2  # words either side: the replaced word's reach and the overlap window
 CHRF_DROP = 10.0  # sentence chrF points below the plain output's that count as a drop
 WORDS = re.compile(r"[^\W_]+")  # a word: letters and digits
