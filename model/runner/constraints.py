@@ -147,7 +147,7 @@ class Constraints:
         not under way has passed once the argmax reaches the source's last token between words (a term is never
         appended after the sentence; `mid_word` (N,) bool: rows whose model goes on with its word, where a glance at
         the source's EOS, a common resting place of attention, is not the sentence's end: "Reinic|ia|r"), and where
-        the model's own next token `ends` (N,) bool (given) is EOS, as `ended` after it."""
+        the model's own next token `ends` (N,) bool (given) is EOS (the term would only come after the sentence)."""
         s = align.shape[1]
         span = self.span.clamp(min=0)  # (N, J, 3)
         start, own, end = span.unbind(-1)  # (N, J) each
@@ -188,12 +188,6 @@ class Constraints:
             fields = zip(after.extend(rows, took, words).fields(), cons.fields(), strict=True)
             cons = Constraints(*(torch.where(taking.view(-1, *[1] * (x.dim() - 1)), x, y) for x, y in fields))
         return cons
-
-    def ended(self, ends: Tensor) -> Constraints:
-        """These rows where the model's own next token `ends` (N,) bool is EOS: every placed term not under way has
-        passed there (it would only come after the sentence)."""
-        passed = self.placed & ends[:, None] & (self.matched == 0) & ~self.met
-        return self._with(self.budget.masked_fill(passed, 0), self.looking)
 
     def select(self, rows: Tensor) -> Constraints:
         """Rows `rows` (old indices, in their new order)."""

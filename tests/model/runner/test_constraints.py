@@ -244,12 +244,14 @@ def test_placed_constraints_keep_every_oracle(model):
 def test_a_term_not_under_way_passes_where_the_model_would_end_the_sentence():
     # catches: a hypothesis whose window never opened kept from ending (it ran to the length limit: 0.43x at beam 4)
     cons = _placed((2, 4))
-    ended = cons.ended(torch.tensor([True]))
+    elsewhere = torch.tensor([[0.7, 0.2, 0.05, 0.05, 0.0]])  # (N, S): neither on the span nor at the source's end
+    ending = lambda c, ends: c.opened(elsewhere, None, torch.tensor([ends]))  # noqa: E731
+    ended = ending(cons, True)
     assert ended.lost.tolist() == [[True]] and ended.unmet().tolist() == [False]
-    assert cons.ended(torch.tensor([False])).unmet().tolist() == [True]
+    assert ending(cons, False).unmet().tolist() == [True]
     under_way = _placed((2, 4)).opened(torch.tensor([[0, 0, 1.0, 0]]))
     under_way = under_way.extend(torch.tensor([0]), torch.tensor([5]))
-    assert under_way.ended(torch.tensor([True])).unmet().tolist() == [True]  # a term under way is finished first
+    assert ending(under_way, True).unmet().tolist() == [True]  # a term under way is finished first
 
 
 def test_a_placed_term_does_not_start_before_its_window_opens():
